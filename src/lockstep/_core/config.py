@@ -1,0 +1,335 @@
+"""The configs a user builds a run from. All are frozen and validated at construction."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from lockstep._core.callback import UserCallback
+
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+EXECUTORS = ("process", "ray")
+
+
+def _check_int(name: str, value: object, *, minimum: int, hint: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"{name} must be an integer, got {value!r} ({type(value).__name__}). HINT: {hint}"
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}. HINT: {hint}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingConfig:
+    """How many workers to run and what each one gets.
+
+    Args:
+        num_workers: Number of workers. 0 runs the training function in this process.
+        use_gpu: Give each worker a GPU.
+        resources_per_worker: Resources per worker, e.g. ``{"CPU": 2, "GPU": 0.5}``.
+        placement_strategy: How a Ray cluster places workers: PACK, SPREAD, STRICT_PACK
+            or STRICT_SPREAD. Ignored (with a warning) on local processes.
+        accelerator_type: Ray accelerator type each worker needs, e.g. ``"A100"``.
+        executor: ``"process"`` (local processes) or ``"ray"`` (a Ray cluster). When None,
+            ``"ray"`` is chosen if Ray is initialised or ``RAY_ADDRESS`` is set.
+
+    Example:
+        >>> ScalingConfig(num_workers=4, use_gpu=False).num_workers
+        4
+    """
+
+    num_workers: int = 1
+    use_gpu: bool = False
+    resources_per_worker: Mapping[str, float] | None = None
+    placement_strategy: str = "PACK"
+    accelerator_type: str | None = None
+    executor: Literal["process", "ray"] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_workers, tuple):
+            raise ValueError(
+                f"num_workers={self.num_workers!r}: elastic training is not supported. "
+                "HINT: give a fixed number of workers, e.g. num_workers=4"
+            )
+        _check_int(
+            "ScalingConfig.num_workers",
+            self.num_workers,
+            minimum=0,
+            hint="use a whole number such as num_workers=2, or 0 to run in this process",
+        )
+        if not isinstance(self.use_gpu, bool):
+            raise ValueError(f"use_gpu must be True or False, got {self.use_gpu!r}")
+        self._check_resources()
+        if self.placement_strategy not in PLACEMENT_STRATEGIES:
+            raise ValueError(
+                f"unknown placement_strategy {self.placement_strategy!r}. "
+                f"HINT: use one of {', '.join(PLACEMENT_STRATEGIES)}"
+            )
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise ValueError(
+                f"unknown executor {self.executor!r}. "
+                "HINT: use executor='process', executor='ray', or leave it unset"
+            )
+
+    def _check_resources(self) -> None:
+        resources = self.resources_per_worker
+        if resources is None:
+            return
+        if not isinstance(resources, Mapping):
+            raise ValueError(
+                f"resources_per_worker must be a dict, got {type(resources).__name__}. "
+                'HINT: resources_per_worker={"CPU": 2}'
+            )
+        for key, amount in resources.items():
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
+                raise ValueError(
+                    f"resources_per_worker[{key!r}] must be a non-negative number, "
+                    f"got {amount!r}"
+                )
+        gpus = resources.get("GPU", 0)
+        if gpus > 0 and not self.use_gpu:
+            raise ValueError(
+                f'resources_per_worker has "GPU": {gpus} but use_gpu=False. '
+                "HINT: set use_gpu=True, or drop GPU from resources_per_worker"
+            )
+        if self.use_gpu and "GPU" in resources and gpus == 0:
+            raise ValueError(
+                'use_gpu=True but resources_per_worker has "GPU": 0. '
+                'HINT: drop "GPU" from resources_per_worker or give a positive amount'
+            )
+
+    @property
+    def num_cpus_per_worker(self) -> float:
+        """CPUs each worker asks for (1 unless ``resources_per_worker`` says otherwise)."""
+        return float((self.resources_per_worker or {}).get("CPU", 1))
+
+    @property
+    def num_gpus_per_worker(self) -> float:
+        """GPUs each worker asks for (1 with ``use_gpu`` unless set in resources)."""
+        default = 1 if self.use_gpu else 0
+        return float((self.resources_per_worker or {}).get("GPU", default))
+
+    @classmethod
+    def coerce(cls, value: ScalingConfig | Mapping[str, Any] | None) -> ScalingConfig:
+        """Accept a ScalingConfig, a dict of its fields (the older form) or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, ScalingConfig):
+            return value
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise ValueError(
+                    f"scaling_config has unknown keys {unknown}. "
+                    f"HINT: use ScalingConfig fields: {', '.join(sorted(known))}"
+                )
+            return cls(**value)
+        raise ValueError(
+            f"scaling_config must be a ScalingConfig or a dict, got {type(value).__name__}. "
+            "HINT: ScalingConfig(num_workers=2)"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """Which checkpoints a run keeps.
+
+    Args:
+        num_to_keep: Keep this many checkpoints, the best by score (or the newest without a
+            score attribute). The latest checkpoint is also kept until a newer one is
+            committed, because a restart resumes from it. None keeps all.
+        checkpoint_score_attribute: The reported metric that ranks checkpoints.
+        checkpoint_score_order: ``"max"`` (higher is better) or ``"min"``.
+
+    Example:
+        >>> CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="loss",
+        ...                  checkpoint_score_order="min").num_to_keep
+        2
+    """
+
+    num_to_keep: int | None = None
+    checkpoint_score_attribute: str | None = None
+    checkpoint_score_order: Literal["max", "min"] = "max"
+
+    def __post_init__(self) -> None:
+        if self.num_to_keep is not None:
+            _check_int(
+                "CheckpointConfig.num_to_keep",
+                self.num_to_keep,
+                minimum=1,
+                hint="keep at least 1, or pass None to keep every checkpoint",
+            )
+        if self.checkpoint_score_order not in ("max", "min"):
+            raise ValueError(
+                f"unknown checkpoint_score_order {self.checkpoint_score_order!r}. "
+                'HINT: use "max" (higher is better) or "min" (lower is better)'
+            )
+        attribute = self.checkpoint_score_attribute
+        if attribute is not None and (not isinstance(attribute, str) or not attribute):
+            raise ValueError(
+                f"checkpoint_score_attribute must be a metric name, got {attribute!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureConfig:
+    """How a run recovers from failed workers.
+
+    Args:
+        max_failures: Restart all workers from the latest committed checkpoint up to this
+            many times; -1 restarts without limit, 0 raises on the first failure.
+
+    Example:
+        >>> FailureConfig(max_failures=2).max_failures
+        2
+    """
+
+    max_failures: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int(
+            "FailureConfig.max_failures",
+            self.max_failures,
+            minimum=-1,
+            hint="use 0 to fail at once, n to allow n restarts, or -1 for no limit",
+        )
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_.=+@,-][A-Za-z0-9_.=+@, -]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Where a run's results go and how it behaves.
+
+    Args:
+        name: The run directory's name. Running again with the same name and storage path
+            continues that run from its latest committed checkpoint. Default: a new,
+            timestamped name for each trainer.
+        storage_path: A local directory or an fsspec URL (``s3://bucket/runs``).
+            Default: ``~/lockstep_results``.
+        checkpoint_config: Which checkpoints to keep.
+        failure_config: How to recover from failures.
+        callbacks: :class:`UserCallback` instances, called in the driver.
+        verbose: 0 silent, 1 live progress (default), 2 also one line per report.
+
+    Example:
+        >>> RunConfig(name="exp", storage_path="/tmp/runs").name
+        'exp'
+    """
+
+    name: str | None = None
+    storage_path: str | os.PathLike[str] | None = None
+    checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
+    failure_config: FailureConfig = field(default_factory=FailureConfig)
+    callbacks: Sequence[UserCallback] = ()
+    verbose: int = 1
+
+    def __post_init__(self) -> None:
+        if self.name is not None and (
+            not isinstance(self.name, str) or not _NAME.match(self.name) or self.name in {".", ".."}
+        ):
+            raise ValueError(
+                f"RunConfig.name {self.name!r} cannot name a directory. "
+                "HINT: use letters, digits and '-_.' only, e.g. name='mnist-baseline'"
+            )
+        if self.storage_path is not None and not isinstance(self.storage_path, str | os.PathLike):
+            raise ValueError(
+                f"storage_path must be a path or URL string, got {type(self.storage_path).__name__}"
+            )
+        self._check_type("checkpoint_config", CheckpointConfig)
+        self._check_type("failure_config", FailureConfig)
+        object.__setattr__(self, "callbacks", tuple(self.callbacks))
+        for callback in self.callbacks:
+            if not isinstance(callback, UserCallback):
+                raise ValueError(
+                    f"RunConfig(callbacks=...) takes UserCallback instances, got {callback!r}. "
+                    "HINT: subclass lockstep.train.UserCallback and override after_report"
+                )
+        if self.verbose not in (0, 1, 2):
+            raise ValueError(
+                f"verbose must be 0, 1 or 2, got {self.verbose!r}. "
+                "HINT: 0 silences progress, 1 shows it, 2 also prints every report"
+            )
+
+    def _check_type(self, name: str, kind: type) -> None:
+        value = getattr(self, name)
+        if not isinstance(value, kind):
+            raise ValueError(
+                f"RunConfig.{name} must be a {kind.__name__}, got {type(value).__name__}. "
+                f"HINT: {name}={kind.__name__}(...)"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Which of a trainer's datasets are split across workers.
+
+    Args:
+        datasets_to_split: ``"all"`` (the default, as in Ray Train) or a list of dataset
+            names. A dataset left out goes whole to every worker.
+
+    Example:
+        >>> DataConfig(datasets_to_split=["train"]).should_split("valid")
+        False
+    """
+
+    datasets_to_split: Literal["all"] | Sequence[str] = "all"
+
+    def __post_init__(self) -> None:
+        value = self.datasets_to_split
+        if value == "all":
+            return
+        if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+            raise ValueError(
+                f'datasets_to_split must be "all" or a list of dataset names, got {value!r}. '
+                'HINT: DataConfig(datasets_to_split=["train"])'
+            )
+        object.__setattr__(self, "datasets_to_split", tuple(value))
+
+    def should_split(self, name: str) -> bool:
+        """Whether the dataset called ``name`` is split across workers."""
+        return self.datasets_to_split == "all" or name in self.datasets_to_split
+
+    def configure(self, datasets: Mapping[str, Any], world_size: int) -> list[dict[str, Any]]:
+        """Each worker's datasets: split ones in equal parts, the others whole."""
+        shards: list[dict[str, Any]] = [{} for _ in range(world_size)]
+        for name, dataset in datasets.items():
+            parts = (
+                dataset.split(world_size, equal=True)
+                if self.should_split(name)
+                else [dataset] * world_size
+            )
+            for rank, part in enumerate(parts):
+                shards[rank][name] = part
+        return shards
+
+    def check_datasets(self, datasets: Mapping[str, Any]) -> None:
+        """Raise if a dataset to split cannot be, or a name to split was not given."""
+        self.check_names(list(datasets))
+        for name, dataset in datasets.items():
+            if not isinstance(name, str):
+                raise ValueError(f"dataset names must be strings, got {name!r}")
+            if self.should_split(name) and not hasattr(dataset, "split"):
+                raise ValueError(
+                    f"datasets[{name!r}] is a {type(dataset).__name__}, which cannot be split "
+                    "across workers. HINT: make it a lockstep.data Dataset (e.g. "
+                    "lockstep.data.from_items(...)), or leave it out of "
+                    "DataConfig(datasets_to_split=...) to give every worker all of it"
+                )
+
+    def check_names(self, names: Sequence[str]) -> None:
+        """Raise if ``datasets_to_split`` names a dataset that was not given."""
+        if self.datasets_to_split == "all":
+            return
+        missing = sorted(set(self.datasets_to_split) - set(names))
+        if missing:
+            raise ValueError(
+                f"DataConfig(datasets_to_split=...) names {missing}, which are not among the "
+                f"datasets given: {sorted(names)}"
+            )

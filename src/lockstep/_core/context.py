@@ -1,0 +1,77 @@
+"""What a worker knows about its place in the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Collective(Protocol):
+    """Collective operations across the workers of one run, relayed through the driver.
+
+    Meant for small control data (addresses, ports, flags), not tensors.
+    """
+
+    def barrier(self) -> None: ...
+
+    def broadcast_from_rank_zero(self, data: Any) -> Any: ...
+
+    def all_gather(self, data: Any) -> list[Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainContext:
+    """Ranks and run information, returned by ``lockstep.train.get_context()``.
+
+    Example:
+        >>> ctx = TrainContext(world_rank=1, world_size=2, local_rank=1, local_world_size=2,
+        ...                    node_rank=0, experiment_name="exp")
+        >>> ctx.get_world_rank(), ctx.get_world_size()
+        (1, 2)
+    """
+
+    world_rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    experiment_name: str
+    run_path: str = ""
+    node_ip: str = "127.0.0.1"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def get_world_rank(self) -> int:
+        """This worker's rank among all workers, 0 to world size - 1."""
+        return self.world_rank
+
+    def get_world_size(self) -> int:
+        """The number of workers."""
+        return self.world_size
+
+    def get_local_rank(self) -> int:
+        """This worker's rank among the workers on its node."""
+        return self.local_rank
+
+    def get_local_world_size(self) -> int:
+        """The number of workers on this worker's node."""
+        return self.local_world_size
+
+    def get_node_rank(self) -> int:
+        """The rank of this worker's node among the nodes of the run."""
+        return self.node_rank
+
+    def get_experiment_name(self) -> str:
+        """``RunConfig.name`` of the run."""
+        return self.experiment_name
+
+    def get_trial_name(self) -> str:
+        """The run's name (Ray Train's older name for it)."""
+        return self.experiment_name
+
+    def get_trial_dir(self) -> str:
+        """The run directory, as a path or URL."""
+        return self.run_path
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The ``metadata`` given to the trainer."""
+        return dict(self.metadata)

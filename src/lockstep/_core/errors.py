@@ -1,0 +1,91 @@
+"""Errors a user sees, and the record of one worker's failure."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+class UsageError(ValueError):
+    """Raised inside a worker for a misuse of the session API (a bad report, say).
+
+    Retrying cannot fix a misuse, so the failure policy raises it at once instead of
+    restarting the workers.
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerFailure:
+    """What is known about one worker's failure: who, how, when, and the user's traceback.
+
+    Attributes:
+        rank: World rank of the worker.
+        pid: Process id of the worker, or None when it never started.
+        kind: ``"exception"``, ``"exit"`` (the process ended on its own) or ``"signal"``.
+        summary: One line, e.g. ``"rank 1 (pid 4242) was killed by SIGKILL"``.
+        traceback: The user's traceback for an exception; empty otherwise.
+        exit_code: The process exit code, when the process ended.
+        time: Wall-clock time (``time.time()``) at which the failure happened or was seen.
+        retryable: False for failures a restart cannot fix (a misuse of the API).
+        exception: The exception raised in the worker when it could be sent back, else None.
+    """
+
+    rank: int
+    pid: int | None
+    kind: str
+    summary: str
+    traceback: str = ""
+    exit_code: int | None = None
+    time: float
+    retryable: bool = True
+    exception: BaseException | None = None
+
+    @staticmethod
+    def describe_exit(rank: int, pid: int | None, returncode: int) -> tuple[str, str]:
+        """Return ``(kind, summary)`` for a process that ended with ``returncode``."""
+        who = f"rank {rank} (pid {pid})"
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            return "signal", f"{who} was killed by {name}"
+        return "exit", (
+            f"{who} exited with code {returncode} before its training function returned"
+        )
+
+
+class TrainingFailedError(RuntimeError):
+    """Training failed after using up ``FailureConfig.max_failures`` restarts.
+
+    The message starts with the root cause, the first failure by time, followed by the
+    user's traceback.
+
+    Attributes:
+        root_cause: The first failure by time.
+        worker_failures: Every failure of the last attempt, by rank.
+    """
+
+    def __init__(self, message: str, worker_failures: dict[int, WorkerFailure]) -> None:
+        super().__init__(message)
+        self.worker_failures = worker_failures
+        self.root_cause = min(worker_failures.values(), key=lambda f: f.time)
+
+    def __reduce__(self) -> tuple[type[TrainingFailedError], tuple[str, dict[int, WorkerFailure]]]:
+        return (type(self), (str(self), self.worker_failures))
+
+    @classmethod
+    def from_failures(
+        cls, failures: dict[int, WorkerFailure], *, attempts: int
+    ) -> TrainingFailedError:
+        """Build the error whose message leads with the first failure by time."""
+        first = min(failures.values(), key=lambda f: f.time)
+        lines = [f"Training failed: {first.summary}"]
+        if attempts > 1:
+            lines[0] += f" (after {attempts - 1} restart{'s' if attempts > 2 else ''})"
+        if first.traceback:
+            lines += ["", first.traceback.rstrip()]
+        others = [f for r, f in sorted(failures.items()) if f is not first]
+        if others:
+            lines += ["", "Other workers:"] + [f"  {f.summary}" for f in others]
+        return cls("\n".join(lines), failures)

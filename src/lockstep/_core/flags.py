@@ -1,0 +1,59 @@
+"""Every environment variable lockstep reads, declared once.
+
+They are debugging knobs; anything a user needs is a config field. Nothing else in lockstep
+reads ``os.environ`` for its own settings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T", int, float, str, bool)
+
+
+@dataclass(frozen=True)
+class Flag(Generic[T]):
+    """One environment variable: its name, type, default and what it does."""
+
+    name: str
+    default: T
+    doc: str
+
+    def get(self) -> T:
+        raw = os.environ.get(self.name)
+        if raw is None or raw == "":
+            return self.default
+        kind = type(self.default)
+        try:
+            if kind is bool:
+                return raw.strip().lower() in {"1", "true", "yes", "on"}  # type: ignore[return-value]
+            return kind(raw)  # type: ignore[return-value]
+        except ValueError as exc:
+            raise ValueError(
+                f"environment variable {self.name}={raw!r} is not a valid {kind.__name__}. "
+                f"HINT: unset it or give a {kind.__name__} (default {self.default!r})"
+            ) from exc
+
+
+WORKER_SHUTDOWN_GRACE_S = Flag(
+    "LOCKSTEP_WORKER_SHUTDOWN_GRACE_S",
+    2.0,
+    "Seconds a worker gets after SIGTERM to exit before it is killed with SIGKILL.",
+)
+PROGRESS_INTERVAL_S = Flag(
+    "LOCKSTEP_PROGRESS_INTERVAL_S",
+    5.0,
+    "Seconds between plain progress lines when the output is not a terminal.",
+)
+DEFAULT_STORAGE_PATH = Flag(
+    "LOCKSTEP_STORAGE_PATH",
+    "~/lockstep_results",
+    "Where runs go when RunConfig(storage_path=...) is not given.",
+)
+RAY_ADDRESS = Flag(
+    "RAY_ADDRESS",
+    "",
+    "Ray's own variable: the address of a Ray cluster. When set, workers run on Ray.",
+)

@@ -1,0 +1,76 @@
+"""Pickling what is sent to workers, with an error that names the object that cannot go."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from typing import Any
+
+_MAX_DEPTH = 6
+
+
+def dumps(obj: Any, what: str) -> bytes:
+    """``cloudpickle.dumps(obj)``; on failure, a ValueError naming the unpicklable part.
+
+    Args:
+        obj: What to pickle.
+        what: How the user knows ``obj``, e.g. ``"train_loop_config"``.
+    """
+    import cloudpickle
+
+    try:
+        return bytes(cloudpickle.dumps(obj))
+    except Exception as exc:
+        culprit = find_unpicklable(obj, what)
+        raise ValueError(
+            f"{culprit} cannot be pickled ({type(exc).__name__}: {exc}), so it cannot be sent "
+            "to the workers. HINT: create it inside the training function instead of "
+            "passing or capturing it"
+        ) from exc
+
+
+def find_unpicklable(obj: Any, path: str, depth: int = 0) -> str:
+    """A description of the innermost part of ``obj`` that cannot be pickled."""
+    if depth < _MAX_DEPTH:
+        for child_path, child in _parts(obj, path):
+            if not _picklable(child):
+                return find_unpicklable(child, child_path, depth + 1)
+    return f"{path} (a {type(obj).__module__}.{type(obj).__qualname__})"
+
+
+def _picklable(obj: Any) -> bool:
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(obj)
+    except Exception:
+        return False
+    return True
+
+
+def _parts(obj: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield f"{path}[{key!r}]", value
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for i, value in enumerate(obj):
+            yield f"{path}[{i}]", value
+    elif isinstance(obj, types.FunctionType):
+        yield from _function_parts(obj)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type | types.ModuleType):
+        for key, value in vars(obj).items():
+            yield f"{path}.{key}", value
+
+
+def _function_parts(fn: types.FunctionType) -> Iterator[tuple[str, Any]]:
+    code = fn.__code__
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
+        try:
+            yield f"variable {name!r} used by {fn.__qualname__}()", cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    for name in code.co_names:
+        if name in fn.__globals__:
+            value = fn.__globals__[name]
+            if not isinstance(value, types.ModuleType):
+                yield f"global {name!r} used by {fn.__qualname__}()", value

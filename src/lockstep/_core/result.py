@@ -1,0 +1,148 @@
+"""Result: what a finished (or failed) run leaves behind, read back from its directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lockstep._core import storage
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.run_state import RunState
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from fsspec import AbstractFileSystem
+
+
+@dataclass
+class Result:
+    """The outcome of a run.
+
+    Attributes:
+        metrics: Rank 0's last reported metrics, with or without a checkpoint.
+        checkpoint: The latest committed checkpoint, or None.
+        best_checkpoints: ``(checkpoint, metrics)`` for every retained checkpoint, ordered by
+            score from worst to best (best last), or oldest first without a score.
+        path: The run directory, as a local path or URL.
+        error: The failure, when the run failed.
+        return_value: What rank 0's training function returned.
+
+    Example:
+        >>> result = Result.from_path("/tmp/runs/exp")  # doctest: +SKIP
+        >>> result.metrics["loss"], result.checkpoint  # doctest: +SKIP
+    """
+
+    metrics: dict[str, Any] | None
+    checkpoint: Checkpoint | None
+    best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]]
+    path: str
+    error: TrainingFailedError | None = None
+    return_value: Any = None
+    _run_dir: storage.StorageDir | None = field(default=None, repr=False, compare=False)
+    _dataframe: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def filesystem(self) -> AbstractFileSystem | None:
+        """The fsspec filesystem of the run directory."""
+        return self._run_dir.fs if self._run_dir is not None else None
+
+    @property
+    def metrics_dataframe(self) -> pd.DataFrame | None:
+        """Every step's metrics (rank 0), one row per report, read from ``result.json``."""
+        if self._dataframe is None and self._run_dir is not None:
+            rows = read_results(self._run_dir)
+            if rows:
+                import pandas as pd
+
+                self._dataframe = pd.DataFrame(rows)
+        return self._dataframe
+
+    def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
+        """The retained checkpoint with the best ``metric`` (``mode`` "max" or "min")."""
+        if mode not in ("max", "min"):
+            raise ValueError(f'mode must be "max" or "min", got {mode!r}')
+        scored = [(c, m[metric]) for c, m in self.best_checkpoints if metric in m]
+        if not scored:
+            return None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda item: item[1])[0]
+
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str], storage_filesystem: AbstractFileSystem | None = None
+    ) -> Result:
+        """Read the result of the run whose directory is ``path``.
+
+        Raises:
+            FileNotFoundError: ``path`` holds no lockstep run.
+        """
+        run_dir = (
+            storage.StorageDir(storage_filesystem, os.fspath(path))
+            if storage_filesystem is not None
+            else storage.StorageDir.from_uri(path)
+        )
+        if not run_dir.exists(storage.STATE_FILE):
+            raise FileNotFoundError(
+                f"{run_dir.uri!r} holds no lockstep run ({storage.STATE_FILE} is missing). "
+                "HINT: pass the run directory, i.e. storage_path/name"
+            )
+        state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
+        rows = read_results(run_dir)
+        return cls.from_state(run_dir, state, last_metrics=user_metrics(rows[-1]) if rows else None)
+
+    @classmethod
+    def from_state(
+        cls,
+        run_dir: storage.StorageDir,
+        state: RunState,
+        *,
+        last_metrics: dict[str, Any] | None,
+        return_value: Any = None,
+    ) -> Result:
+        """Build a Result from a run's state snapshot and its last reported metrics."""
+
+        def checkpoint(name: str) -> Checkpoint:
+            return Checkpoint(run_dir.join(name), run_dir.fs)
+
+        best = [(checkpoint(r.dir_name), dict(r.metrics)) for r in state.checkpoints]
+        return cls(
+            metrics=last_metrics,
+            checkpoint=checkpoint(state.latest) if state.latest else None,
+            best_checkpoints=best,
+            path=run_dir.uri,
+            error=_error_from_state(state),
+            return_value=return_value,
+            _run_dir=run_dir,
+        )
+
+
+def read_results(run_dir: storage.StorageDir) -> list[dict[str, Any]]:
+    """The lines of ``result.json``, oldest first; empty when there are none."""
+    if not run_dir.exists(storage.RESULTS_FILE):
+        return []
+    text = run_dir.read_text(storage.RESULTS_FILE)
+    # A line cut short by a crash mid-write is skipped rather than failing the read.
+    rows = []
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def user_metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``result.json`` line without the keys lockstep added to it."""
+    return {k: v for k, v in row.items() if k not in storage.RESULT_AUTO_KEYS}
+
+
+def _error_from_state(state: RunState) -> TrainingFailedError | None:
+    if state.error is None:
+        return None
+    failures = {
+        int(rank): WorkerFailure(**record) for rank, record in state.error["failures"].items()
+    }
+    return TrainingFailedError(state.error["message"], failures)

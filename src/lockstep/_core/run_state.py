@@ -1,0 +1,66 @@
+"""The run-state snapshot: which checkpoints are committed, and the run's counters.
+
+The controller rewrites it atomically; ``Result.from_path`` and ``Trainer.restore`` read it.
+It is the single authority on which checkpoints exist: a checkpoint directory it does not
+list was never committed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATE_VERSION = 1
+
+
+@dataclass
+class CheckpointRecord:
+    """One committed checkpoint and rank 0's metrics reported with it."""
+
+    dir_name: str
+    metrics: dict[str, Any]
+    index: int
+    training_iteration: int
+
+
+@dataclass
+class RunState:
+    """Everything needed to continue a run, in the order it was committed.
+
+    Attributes:
+        status: ``"running"``, ``"finished"`` or ``"errored"``.
+        checkpoints: The retained checkpoints, oldest first.
+        latest: Directory name of the latest committed checkpoint, retained or not.
+        next_checkpoint_index: The index the next checkpoint directory gets.
+        training_iteration: Steps recorded so far (every worker reported once per step).
+        num_failures: Worker-group failures so far.
+        error: The failure summary and traceback when the run failed.
+    """
+
+    status: str = "running"
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    latest: str | None = None
+    next_checkpoint_index: int = 0
+    training_iteration: int = 0
+    num_failures: int = 0
+    error: dict[str, Any] | None = None
+    version: int = STATE_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> RunState:
+        raw = json.loads(data)
+        version = raw.get("version")
+        if version != STATE_VERSION:
+            raise ValueError(
+                f"run state version {version!r} is not supported (expected {STATE_VERSION})"
+            )
+        raw["checkpoints"] = [CheckpointRecord(**c) for c in raw["checkpoints"]]
+        return cls(**raw)
+
+    def record(self, dir_name: str) -> CheckpointRecord | None:
+        """The retained checkpoint called ``dir_name``, or None."""
+        return next((c for c in self.checkpoints if c.dir_name == dir_name), None)

@@ -1,0 +1,1 @@
+"""Implementation: the controller, the worker groups and the framework backends."""

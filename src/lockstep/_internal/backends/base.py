@@ -1,0 +1,47 @@
+"""The Backend interface: what a framework needs set up in each worker, and torn down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lockstep._core.context import Collective, TrainContext
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """Configuration of a framework backend; the base class sets nothing up.
+
+    Subclasses name their :class:`Backend` with :attr:`backend_cls`.
+
+    Example:
+        >>> BackendConfig().backend_cls.__name__
+        'Backend'
+    """
+
+    @property
+    def backend_cls(self) -> type[Backend]:
+        return Backend
+
+    def make_backend(self) -> Backend:
+        return self.backend_cls(self)
+
+
+class Backend:
+    """Sets a framework up in each worker before the training function runs.
+
+    ``worker_env`` runs in the driver, the other two in each worker. ``on_worker_start``
+    may use the collective (to agree on a port chosen by rank 0, say).
+    """
+
+    def __init__(self, config: BackendConfig) -> None:
+        self.config = config
+
+    def worker_env(self, context: TrainContext) -> dict[str, str]:
+        """Environment variables the worker of ``context`` needs before it starts."""
+        return {}
+
+    def on_worker_start(self, context: TrainContext, collective: Collective) -> None:
+        """Set the framework up in this worker."""
+
+    def on_worker_shutdown(self, context: TrainContext) -> None:
+        """Tear the framework down in this worker, after the training function."""

@@ -1,0 +1,99 @@
+"""CheckpointManager: commits checkpoints, keeps the best ones, owns the run-state snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockstep._core import storage
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import CheckpointConfig
+from lockstep._core.run_state import CheckpointRecord, RunState
+
+
+class CheckpointManager:
+    """Turns staged checkpoints into committed ones and decides which to keep.
+
+    Commit = one rename of the staging directory (every worker's part is in it by then),
+    then the snapshot, then deletion of evicted checkpoints. ``state.checkpoints`` is kept
+    in result order: by score from worst to best, or oldest first without a score.
+    """
+
+    def __init__(self, run_dir: storage.StorageDir, config: CheckpointConfig, state: RunState):
+        self._run_dir = run_dir
+        self._config = config
+        self.state = state
+
+    @classmethod
+    def open(cls, run_dir: storage.StorageDir, config: CheckpointConfig) -> CheckpointManager:
+        """The manager of ``run_dir``, continuing from its snapshot when there is one."""
+        state = RunState()
+        if run_dir.exists(storage.STATE_FILE):
+            state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
+            state.status, state.error = "running", None
+        return cls(run_dir, config, state)
+
+    @property
+    def latest_checkpoint(self) -> Checkpoint | None:
+        if self.state.latest is None:
+            return None
+        return self.checkpoint(self.state.latest)
+
+    def checkpoint(self, dir_name: str) -> Checkpoint:
+        return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
+
+    def commit(self, staged: str, metrics: dict[str, Any], training_iteration: int) -> Checkpoint:
+        """Make the staged directory ``staged`` the next checkpoint; return it."""
+        name = storage.checkpoint_dir_name(self.state.next_checkpoint_index)
+        self._run_dir.move(staged, name)
+        record = CheckpointRecord(
+            dir_name=name,
+            metrics=dict(metrics),
+            index=self.state.next_checkpoint_index,
+            training_iteration=training_iteration,
+        )
+        self.state.next_checkpoint_index += 1
+        self.state.latest = name
+        self.state.checkpoints = self._ordered([*self.state.checkpoints, record])
+        kept, evicted = self._retain(self.state.checkpoints, latest=record)
+        self.state.checkpoints = kept
+        # Save the snapshot before deleting old checkpoints: if deletion came first and the
+        # process crashed, the snapshot could point to checkpoints that are gone.
+        self.save()
+        for old in evicted:
+            self._run_dir.remove(old.dir_name)
+        return self.checkpoint(name)
+
+    def save(self) -> None:
+        """Write the snapshot atomically."""
+        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
+
+    def remove_uncommitted(self) -> None:
+        """Delete staging leftovers and checkpoint directories the snapshot does not list.
+
+        Such directories come from a crash between a rename and the snapshot, or between the
+        snapshot and an eviction; neither was ever a committed, visible checkpoint.
+        """
+        listed = {r.dir_name for r in self.state.checkpoints}
+        for name in self._run_dir.listdir():
+            if name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed:
+                self._run_dir.remove(name)
+        self._run_dir.remove(storage.STAGING_DIR)
+
+    def _ordered(self, records: list[CheckpointRecord]) -> list[CheckpointRecord]:
+        attribute = self._config.checkpoint_score_attribute
+        if attribute is None:
+            return sorted(records, key=lambda r: r.index)
+        sign = 1 if self._config.checkpoint_score_order == "max" else -1
+        # Best last, as Ray orders them; among equal scores the newer ranks higher.
+        return sorted(records, key=lambda r: (sign * r.metrics[attribute], r.index))
+
+    def _retain(
+        self, ordered: list[CheckpointRecord], *, latest: CheckpointRecord
+    ) -> tuple[list[CheckpointRecord], list[CheckpointRecord]]:
+        keep = self._config.num_to_keep
+        if keep is None or len(ordered) <= keep:
+            return ordered, []
+        best = ordered[-keep:]  # ordered best last; without a score, newest last
+        # The latest stays until a newer one is committed: a restart resumes from it.
+        kept = [r for r in ordered if r in best or r is latest]
+        return kept, [r for r in ordered if r not in kept]

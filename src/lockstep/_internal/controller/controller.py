@@ -1,0 +1,287 @@
+"""TrainController: the control loop in the driver, a state machine stepped one transition
+at a time.
+
+    Starting -> Running -> (Restarting -> Starting -> Running)* -> Finished | Errored
+
+Each state is a value; :meth:`TrainController.step` carries out one transition. The
+worker group is reached only through its interface, so tests drive the controller with
+a fake group and queued events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lockstep._core import storage
+from lockstep._core.callback import RunContext, UserCallback
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.result import Result, user_metrics
+from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
+from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
+from lockstep._internal.execution.messages import (
+    CheckpointCommitted,
+    Failed,
+    Report,
+    Returned,
+    WorkerEvent,
+)
+from lockstep._internal.execution.worker_group import WorkerGroup, WorkerGroupSpec
+
+POLL_TIMEOUT_S = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class Starting:
+    attempt: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Running:
+    attempt: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Restarting:
+    attempt: int
+    failures: dict[int, WorkerFailure]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Errored:
+    error: TrainingFailedError
+
+
+State = Starting | Running | Restarting | Finished | Errored
+
+
+class TrainController:
+    """Runs one training run to its end and returns its Result (or raises its error)."""
+
+    def __init__(
+        self,
+        *,
+        make_worker_group: Callable[[], WorkerGroup],
+        spec: WorkerGroupSpec,
+        checkpoints: CheckpointManager,
+        run_log: RunLog,
+        failure_policy: FailurePolicy,
+        progress: Progress,
+        callbacks: Sequence[UserCallback] = (),
+        resume_from_checkpoint: Checkpoint | None = None,
+    ) -> None:
+        self._make_worker_group = make_worker_group
+        self._spec = spec
+        self._checkpoints = checkpoints
+        self._run_log = run_log
+        self._policy = failure_policy
+        self._progress = progress
+        self._callbacks = callbacks
+        self._resume_from = resume_from_checkpoint
+        self._group: WorkerGroup | None = None
+        self._steps = StepAggregator(spec.num_workers)
+        self._failures: dict[int, WorkerFailure] = {}
+        self._return_value: bytes | None = None
+        self._last_metrics: dict[str, Any] | None = None
+        last = run_log.last_row
+        self._time_offset = float(last["time_total_s"]) if last else 0.0
+        self._started = time.monotonic()
+        self._spec_offset = 0
+        self.state: State = Starting(attempt=0)
+
+    def run(self) -> Result:
+        """Step until the run finishes (return its Result) or fails (raise)."""
+        resumed = self._checkpoints.state.latest
+        self._progress.start(resumed_from=resumed)
+        outcome = "interrupted"
+        try:
+            while not isinstance(self.state, Finished | Errored):
+                self.step()
+            outcome = "finished" if isinstance(self.state, Finished) else "failed"
+        finally:
+            self._close(outcome)
+        if isinstance(self.state, Errored):
+            raise self.state.error
+        return self._result()
+
+    def step(self) -> None:
+        """Carry out one transition."""
+        state = self.state
+        if isinstance(state, Starting):
+            self.state = self._start(state)
+        elif isinstance(state, Running):
+            self.state = self._poll(state)
+        elif isinstance(state, Restarting):
+            self._stop_group()
+            self._progress.restarting(_first(state.failures).summary)
+            self.state = Starting(attempt=state.attempt + 1)
+
+    def _start(self, state: Starting) -> State:
+        self._checkpoints.remove_uncommitted()
+        self._steps = StepAggregator(self._spec.num_workers)
+        self._failures = {}
+        spec = dataclasses.replace(
+            self._spec,
+            checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
+            step_offset=self._checkpoints.state.training_iteration,
+        )
+        self._group = self._make_worker_group()
+        try:
+            self._group.start(spec)
+        except Exception as exc:
+            return self._on_failures(state.attempt, {0: _start_failure(exc)})
+        self._spec_offset = spec.step_offset
+        self._progress.workers_started()
+        return Running(attempt=state.attempt)
+
+    def _poll(self, state: Running) -> State:
+        assert self._group is not None
+        events = self._group.poll(POLL_TIMEOUT_S)
+        failures: dict[int, WorkerFailure] = {}
+        try:
+            for event in events:
+                self._handle(event, failures)
+        except ReportCountMismatch as exc:
+            failures[exc.rank] = _usage_failure(exc.rank, str(exc))
+        self._progress.refresh()
+        if failures:
+            return self._on_failures(state.attempt, failures)
+        if self._steps.all_finished():
+            return Finished()
+        return state
+
+    def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
+        if isinstance(event, Report):
+            for step in self._steps.add(event):
+                self._record(step)
+        elif isinstance(event, Returned):
+            self._progress.worker_stopped()
+            if event.rank == 0:
+                self._return_value = event.return_value
+            self._steps.finish(event.rank, event.num_reports)
+        else:
+            assert isinstance(event, Failed)
+            self._progress.worker_stopped()
+            failures[event.failure.rank] = event.failure
+
+    def _record(self, step: Step) -> None:
+        """Write one complete step: commit its checkpoint, log it, tell callbacks."""
+        state = self._checkpoints.state
+        state.training_iteration += 1
+        iteration = state.training_iteration
+        checkpoint = None
+        if step.checkpointed:
+            staged = storage.staging_dir_name(self._spec_offset + step.index)
+            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration)
+            assert self._group is not None
+            self._group.notify(CheckpointCommitted(step.index, checkpoint))
+        self._last_metrics = dict(step.metrics)
+        self._run_log.append(
+            {
+                **step.metrics,
+                "training_iteration": iteration,
+                "timestamp": step.reports[0].time,
+                "time_total_s": self._time_offset + time.monotonic() - self._started,
+                "checkpoint_dir_name": state.latest if checkpoint else None,
+            }
+        )
+        if checkpoint is not None:
+            self._run_log.flush()
+        all_metrics = [dict(r.metrics) for r in step.reports]
+        for callback in self._callbacks:
+            callback.after_report(self._run_context(), all_metrics, checkpoint)
+        self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
+
+    def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
+        self._failures.update(failures)
+        self._checkpoints.state.num_failures += 1
+        for callback in self._callbacks:
+            callback.after_exception(self._run_context(attempt), dict(self._failures))
+        if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
+            return Restarting(attempt=attempt, failures=dict(self._failures))
+        return Errored(TrainingFailedError.from_failures(self._failures, attempts=attempt + 1))
+
+    def _close(self, outcome: str) -> None:
+        self._stop_group()
+        state = self._checkpoints.state
+        if isinstance(self.state, Finished):
+            state.status = "finished"
+        elif isinstance(self.state, Errored):
+            state.status = "errored"
+            state.error = _error_record(self.state.error)
+            self._write_error_file(self.state.error)
+        self._run_log.close()
+        self._checkpoints.save()
+        self._progress.stop(outcome)
+
+    def _stop_group(self) -> None:
+        if self._group is not None:
+            group, self._group = self._group, None
+            group.shutdown()
+
+    def _write_error_file(self, error: TrainingFailedError) -> None:
+        run_dir = self._spec.run_dir
+        run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
+
+    def _result(self) -> Result:
+        metrics = self._last_metrics
+        if metrics is None and self._run_log.last_row is not None:
+            metrics = user_metrics(self._run_log.last_row)
+        value = None
+        if self._return_value is not None:
+            import cloudpickle
+
+            value = cloudpickle.loads(self._return_value)
+        return Result.from_state(
+            self._spec.run_dir, self._checkpoints.state, last_metrics=metrics, return_value=value
+        )
+
+    def _run_context(self, attempt: int | None = None) -> RunContext:
+        if attempt is None:
+            attempt = self.state.attempt if isinstance(self.state, Starting | Running) else 0
+        return RunContext(
+            name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
+        )
+
+
+def _first(failures: dict[int, WorkerFailure]) -> WorkerFailure:
+    return min(failures.values(), key=lambda f: f.time)
+
+
+def _start_failure(exc: Exception) -> WorkerFailure:
+    return WorkerFailure(
+        rank=0,
+        pid=None,
+        kind="start",
+        summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
+        time=time.time(),
+    )
+
+
+def _usage_failure(rank: int, message: str) -> WorkerFailure:
+    return WorkerFailure(
+        rank=rank, pid=None, kind="usage", summary=message, time=time.time(), retryable=False
+    )
+
+
+def _error_record(error: TrainingFailedError) -> dict[str, Any]:
+    failures = {
+        str(rank): {
+            field.name: getattr(f, field.name)
+            for field in dataclasses.fields(f)
+            if field.name != "exception"
+        }
+        for rank, f in error.worker_failures.items()
+    }
+    return {"message": str(error), "failures": failures}

@@ -1,0 +1,83 @@
+"""Groups the workers' reports into steps: step k is complete once every rank reported k."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lockstep._internal.execution.messages import Report
+
+
+class ReportCountMismatch(Exception):
+    """Workers called ``report()`` a different number of times."""
+
+    def __init__(self, message: str, rank: int) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: every worker's report, in rank order."""
+
+    index: int
+    reports: tuple[Report, ...]
+
+    @property
+    def metrics(self) -> dict[str, object]:
+        """Rank 0's metrics, the ones a run records."""
+        return self.reports[0].metrics
+
+    @property
+    def checkpointed(self) -> bool:
+        return any(r.checkpointed for r in self.reports)
+
+
+class StepAggregator:
+    """Collects reports from ``world_size`` workers; reports are not a barrier.
+
+    A worker may run ahead of the others; its reports wait here until the slowest worker
+    reaches the same step. A worker that finishes while another has reported more often is
+    an error, raised as soon as it is certain, so that nobody waits forever.
+    """
+
+    def __init__(self, world_size: int) -> None:
+        self._world_size = world_size
+        self._pending: dict[int, dict[int, Report]] = {}
+        self._next = 0
+        self._reported: dict[int, int] = dict.fromkeys(range(world_size), 0)
+        self._finished: dict[int, int] = {}
+
+    def add(self, report: Report) -> list[Step]:
+        """Record ``report``; return the steps it completes, in order."""
+        assert report.step == self._reported[report.rank], "reports arrive in order per worker"
+        self._reported[report.rank] += 1
+        self._check(report.rank)
+        self._pending.setdefault(report.step, {})[report.rank] = report
+        done = []
+        while len(self._pending.get(self._next, ())) == self._world_size:
+            reports = self._pending.pop(self._next)
+            done.append(Step(self._next, tuple(reports[r] for r in range(self._world_size))))
+            self._next += 1
+        return done
+
+    def finish(self, rank: int, num_reports: int) -> None:
+        """Rank ``rank``'s function returned after ``num_reports`` reports."""
+        self._finished[rank] = num_reports
+        self._check(rank)
+
+    def all_finished(self) -> bool:
+        return len(self._finished) == self._world_size
+
+    def _check(self, rank: int) -> None:
+        if not self._finished:
+            return
+        fewest_rank, fewest = min(self._finished.items(), key=lambda item: item[1])
+        most_rank, most = max(self._reported.items(), key=lambda item: item[1])
+        if most > fewest:
+            raise ReportCountMismatch(
+                f"workers called report() a different number of times: rank {fewest_rank} "
+                f"returned after {fewest} report{'s' if fewest != 1 else ''}, rank {most_rank} "
+                f"reported {most} times. HINT: call train.report() on every worker at the "
+                "same points, attaching a checkpoint only where you need one",
+                rank=fewest_rank,
+            )

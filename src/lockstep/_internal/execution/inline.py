@@ -1,0 +1,74 @@
+"""InlineWorkerGroup: one worker, a thread of this process; for num_workers=0 and debugging.
+
+The worker talks to the driver over a pipe exactly as a process worker does, so reports,
+checkpoints and failures behave the same; a breakpoint in the training function just works.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution.worker_group import (
+    ConnectedWorkerGroup,
+    WorkerGroupSpec,
+    lost_connection,
+)
+from lockstep._internal.execution.worker_main import run_worker
+
+
+class InlineWorkerGroup(ConnectedWorkerGroup):
+    """Runs the single worker in a thread of the driver process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread: threading.Thread | None = None
+
+    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+        assert spec.num_workers == 1, "the inline group runs exactly one worker"
+        return {
+            0: TrainContext(
+                world_rank=0,
+                world_size=1,
+                local_rank=0,
+                local_world_size=1,
+                node_rank=0,
+                experiment_name=spec.experiment_name,
+                run_path=spec.run_dir.uri,
+                metadata=spec.metadata,
+            )
+        }
+
+    def _launch(
+        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+    ) -> dict[int, Connection]:
+        ours, theirs = Pipe()
+        self._thread = threading.Thread(
+            target=self._run, args=(theirs,), name="lockstep-inline-rank0", daemon=True
+        )
+        self._thread.start()
+        return {0: ours}
+
+    @staticmethod
+    def _run(conn: Connection) -> None:
+        try:
+            run_worker(conn, in_process=True)
+        finally:
+            conn.close()
+
+    def _lost(self, rank: int) -> WorkerFailure:
+        return lost_connection(rank, os.getpid())
+
+    def _stop_workers(self) -> None:
+        # A thread cannot be killed: closing the pipe makes its next session call raise.
+        for conn in self._conns.values():
+            conn.close()
+        if self._thread is not None:
+            # A function hung in user code outlives this wait; it is a daemon thread and
+            # ends at its next session call or when the process exits.
+            self._thread.join(timeout=5.0)
+            self._thread = None

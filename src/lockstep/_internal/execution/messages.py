@@ -1,0 +1,99 @@
+"""Messages between the driver and its workers, one connection per worker.
+
+Worker to driver: Report, CollectiveRequest, Returned, Failed.
+Driver to worker: WorkerStart (first), CheckpointCommitted, CollectiveReply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import WorkerFailure
+from lockstep._core.storage import StorageDir
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStart:
+    """Everything one worker needs to run the training function.
+
+    Attributes:
+        context: The worker's ranks and run information.
+        train_fn: ``cloudpickle.dumps((function, config))``.
+        backend: The framework backend, set up before the function runs.
+        run_dir: The run directory, where checkpoints are staged.
+        checkpoint: The checkpoint to resume from, or None.
+        step_offset: Steps recorded before this attempt; numbers staging directories.
+        score_attribute: ``CheckpointConfig.checkpoint_score_attribute``, checked at report.
+        datasets: This worker's dataset shards by name.
+        sys_path: The driver's ``sys.path``, so that the function's modules import.
+    """
+
+    context: TrainContext
+    train_fn: bytes
+    backend: Any
+    run_dir: StorageDir
+    checkpoint: Checkpoint | None
+    step_offset: int
+    score_attribute: str | None
+    datasets: dict[str, Any] = field(default_factory=dict)
+    sys_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The ``step``-th report of one worker (0-based within the attempt)."""
+
+    rank: int
+    step: int
+    metrics: dict[str, Any]
+    checkpointed: bool
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCommitted:
+    """The checkpoint reported at ``step`` (as numbered in the Report) is committed."""
+
+    step: int
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveRequest:
+    """A worker entered its ``seq``-th collective operation."""
+
+    rank: int
+    seq: int
+    op: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveReply:
+    """The outcome of collective number ``seq``: a value, or an error message."""
+
+    seq: int
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The training function returned ``cloudpickle.dumps(value)`` after ``num_reports``."""
+
+    rank: int
+    return_value: bytes
+    num_reports: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The worker failed; sent before it exits."""
+
+    failure: WorkerFailure
+
+
+WorkerEvent = Report | Returned | Failed

@@ -1,0 +1,80 @@
+"""Checks on what a worker reports, made in the worker so that errors point at the caller."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from lockstep._core.errors import UsageError
+from lockstep._core.storage import RESULT_AUTO_KEYS
+
+
+def clean_metrics(metrics: object) -> dict[str, Any]:
+    """Return ``metrics`` as plain JSON data, or raise UsageError naming the bad entry.
+
+    NumPy scalars become Python numbers; anything else that JSON cannot hold is an error.
+    """
+    if not isinstance(metrics, Mapping):
+        raise UsageError(
+            f"report() takes a dict of metrics, got {type(metrics).__name__}. "
+            'HINT: train.report({"loss": loss})'
+        )
+    try:
+        return dict(json.loads(json.dumps(metrics, default=_numpy_scalar)))
+    except (TypeError, ValueError):
+        pass
+    for key, value in metrics.items():
+        _check_entry(key, value)
+    raise AssertionError("unreachable: json.dumps failed but every entry passed")
+
+
+def check_reserved(metrics: Mapping[str, Any]) -> None:
+    for key in RESULT_AUTO_KEYS:
+        if key in metrics:
+            raise UsageError(
+                f"metric name {key!r} is reserved: lockstep adds it to every line of "
+                "result.json. HINT: report it under another name"
+            )
+
+
+def check_score(metrics: Mapping[str, Any], attribute: str | None) -> None:
+    """A reported checkpoint must carry the score attribute it will be ranked by."""
+    if attribute is None:
+        return
+    if attribute not in metrics:
+        raise UsageError(
+            f"checkpoint_score_attribute {attribute!r} is missing from the metrics reported "
+            f"with this checkpoint (got {sorted(metrics)}). HINT: report {attribute!r} with "
+            "every checkpoint, or change CheckpointConfig(checkpoint_score_attribute=...)"
+        )
+    score = metrics[attribute]
+    if isinstance(score, bool) or not isinstance(score, int | float) or math.isnan(score):
+        raise UsageError(
+            f"checkpoint_score_attribute {attribute!r} must be a number, got {score!r}"
+        )
+
+
+def _numpy_scalar(value: Any) -> Any:
+    # np.float32(1.0), np.int64(3): unambiguous numbers, so accept them as Python numbers.
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    raise TypeError(type(value).__name__)
+
+
+def _check_entry(key: object, value: Any) -> None:
+    if not isinstance(key, str):
+        raise UsageError(f"metric names must be strings, got {key!r}")
+    try:
+        json.dumps(value, default=_numpy_scalar)
+    except (TypeError, ValueError) as exc:
+        hint = (
+            "report a Python number, e.g. loss.item()"
+            if hasattr(value, "item")
+            else "report numbers, strings, lists or dicts"
+        )
+        raise UsageError(
+            f"metric {key!r} is a {type(value).__name__}, which is not JSON-serialisable. "
+            f"HINT: {hint}"
+        ) from exc

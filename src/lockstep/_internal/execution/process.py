@@ -1,0 +1,145 @@
+"""ProcessWorkerGroup: workers as local processes, no daemon.
+
+Each worker is ``python -m lockstep._internal.execution.worker_main`` in its own process
+group (so Ctrl-C reaches only the driver, which then stops them), connected to the driver
+by a socket pair. Output is forwarded line by line with the rank in front.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+
+from lockstep._core import flags
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution.output import OutputPump
+from lockstep._internal.execution.worker_group import (
+    ConnectedWorkerGroup,
+    WorkerGroupSpec,
+    lost_connection,
+)
+
+WORKER_MODULE = "lockstep._internal.execution.worker_main"
+
+
+class ProcessWorkerGroup(ConnectedWorkerGroup):
+    """Runs each rank in a local process started for this attempt."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._pidfds: dict[int, int] = {}
+        self._pump: OutputPump | None = None
+
+    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+        n = spec.num_workers
+        return {
+            rank: TrainContext(
+                world_rank=rank,
+                world_size=n,
+                local_rank=rank,
+                local_world_size=n,
+                node_rank=0,
+                experiment_name=spec.experiment_name,
+                run_path=spec.run_dir.uri,
+                metadata=spec.metadata,
+            )
+            for rank in range(n)
+        }
+
+    def _launch(
+        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+    ) -> dict[int, Connection]:
+        self._pump = OutputPump()
+        conns: dict[int, Connection] = {}
+        try:
+            for rank, context in contexts.items():
+                conns[rank] = self._spawn(rank, spec, context)
+        except BaseException:
+            for conn in conns.values():
+                conn.close()
+            self._stop_workers()
+            raise
+        self._pump.start()
+        return conns
+
+    def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:
+        assert self._pump is not None
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        # As Ray does: one thread per CPU the worker asked for, unless the user chose.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, int(spec.num_cpus_per_worker))))
+        env.update(spec.backend.worker_env(context))
+        with theirs:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", WORKER_MODULE, str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        self._procs[rank] = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        self._pump.add(rank, proc.stdout, proc.stderr)
+        if hasattr(os, "pidfd_open"):
+            # Seen as soon as the process ends, even if a child it forked holds the socket.
+            fd = os.pidfd_open(proc.pid)
+            self._pidfds[rank] = fd
+            self._extra_waitables[fd] = rank
+        return Connection(ours.detach())
+
+    def _lost(self, rank: int) -> WorkerFailure:
+        proc = self._procs[rank]
+        try:
+            returncode = proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            return lost_connection(rank, proc.pid)
+        kind, summary = WorkerFailure.describe_exit(rank, proc.pid, returncode)
+        return WorkerFailure(
+            rank=rank,
+            pid=proc.pid,
+            kind=kind,
+            summary=summary,
+            exit_code=returncode,
+            time=time.time(),
+        )
+
+    def _stop_workers(self) -> None:
+        grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
+        running = [p for p in self._procs.values() if p.poll() is None]
+        for proc in running:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        for proc in self._procs.values():
+            # Whatever the worker forked (data loader processes, say) goes with it.
+            _signal_group(proc, signal.SIGKILL)
+        if self._pump is not None:
+            self._pump.join()
+            self._pump = None
+        for fd in self._pidfds.values():
+            os.close(fd)
+        self._pidfds = {}
+        self._extra_waitables = {}
+        self._procs = {}
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

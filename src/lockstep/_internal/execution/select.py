@@ -1,0 +1,66 @@
+"""Choosing where workers run: DESIGN.md's three rules, in order."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+from lockstep._core import flags
+from lockstep._core.config import ScalingConfig
+from lockstep._internal.execution.worker_group import WorkerGroup
+
+_warned: set[str] = set()
+
+
+def choose_executor(scaling: ScalingConfig) -> str:
+    """``"inline"``, ``"process"`` or ``"ray"`` for this scaling config.
+
+    1. ``num_workers=0`` runs inline; 2. an explicit ``executor`` wins; 3. Ray when it is
+    initialised in this process or ``RAY_ADDRESS`` is set; otherwise local processes.
+    """
+    if scaling.num_workers == 0:
+        return "inline"
+    if scaling.executor is not None:
+        return scaling.executor
+    if _ray_initialized() or flags.RAY_ADDRESS.get():
+        return "ray"
+    return "process"
+
+
+def warn_ray_only_options(scaling: ScalingConfig, executor: str) -> None:
+    """Local processes ignore Ray's placement options; say so once per process."""
+    if executor == "ray":
+        return
+    ignored = []
+    if scaling.placement_strategy != "PACK":
+        ignored.append(f"placement_strategy={scaling.placement_strategy!r}")
+    if scaling.accelerator_type is not None:
+        ignored.append(f"accelerator_type={scaling.accelerator_type!r}")
+    key = ",".join(ignored)
+    if ignored and key not in _warned:
+        _warned.add(key)
+        warnings.warn(
+            f"{', '.join(ignored)} only matters on a Ray cluster; workers run as local "
+            "processes here. HINT: set ScalingConfig(executor='ray') to run on Ray",
+            stacklevel=3,
+        )
+
+
+def make_worker_group(executor: str) -> WorkerGroup:
+    if executor == "inline":
+        from lockstep._internal.execution.inline import InlineWorkerGroup
+
+        return InlineWorkerGroup()
+    if executor == "process":
+        from lockstep._internal.execution.process import ProcessWorkerGroup
+
+        return ProcessWorkerGroup()
+    raise ValueError(
+        f"executor={executor!r} is not available in this version of lockstep. "
+        "HINT: use executor='process'"
+    )
+
+
+def _ray_initialized() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())

@@ -1,0 +1,224 @@
+"""The session installed in each worker: report, checkpoints, context, collectives, data."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import UsageError
+from lockstep._core.storage import staging_dir_name
+from lockstep._internal.execution.messages import (
+    CheckpointCommitted,
+    CollectiveReply,
+    CollectiveRequest,
+    Report,
+    WorkerStart,
+)
+from lockstep._internal.execution.metrics import check_reserved, check_score, clean_metrics
+
+
+class DriverLostError(RuntimeError):
+    """The driver went away; the worker cannot go on."""
+
+
+class _Reply:
+    """One awaited answer from the driver."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+        self._event.set()
+
+    def wait(self) -> Any:
+        self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Session:
+    """One worker's link to the driver. Report is a send; only checkpoints wait.
+
+    A metric-only report costs one message. A report with a checkpoint first copies the
+    files into the run's staging area, then waits until the driver has the same step from
+    every worker and has committed the checkpoint, so that when ``report`` returns the
+    checkpoint is durable and ``get_checkpoint`` returns it.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        start: WorkerStart,
+        *,
+        on_driver_lost: Callable[[], None] | None = None,
+    ) -> None:
+        self.context: TrainContext = start.context
+        self._conn = conn
+        self._start = start
+        self._latest = start.checkpoint
+        self._num_reports = 0
+        self._num_collectives = 0
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._replies: dict[tuple[str, int], _Reply] = {}
+        self._closing = False
+        self._lost = False
+        self._on_driver_lost = on_driver_lost
+        self._iterators: dict[str, Any] = {}
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"lockstep-session-rank{start.context.world_rank}",
+            daemon=True,
+        )
+        self._reader.start()
+
+    @property
+    def num_reports(self) -> int:
+        return self._num_reports
+
+    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+        clean = clean_metrics(metrics)
+        check_reserved(clean)
+        step = self._num_reports
+        reply = None
+        if checkpoint is not None:
+            if not isinstance(checkpoint, Checkpoint):
+                raise UsageError(
+                    f"report(checkpoint=...) takes a Checkpoint, got {type(checkpoint).__name__}."
+                    " HINT: checkpoint=Checkpoint.from_directory(dir)"
+                )
+            check_score(clean, self._start.score_attribute)
+            self._stage(checkpoint, step)
+            reply = self._expect("checkpoint", step)
+        self._send(Report(self.context.world_rank, step, clean, checkpoint is not None, time.time()))
+        self._num_reports += 1
+        if reply is not None:
+            reply.wait()
+
+    def get_checkpoint(self) -> Checkpoint | None:
+        return self._latest
+
+    def get_dataset_shard(self, name: str | None) -> Any:
+        datasets = self._start.datasets
+        if name is None and len(datasets) == 1:
+            name = next(iter(datasets))
+        if name not in datasets:
+            given = sorted(datasets) or "none"
+            raise UsageError(
+                f"get_dataset_shard({name!r}): no dataset by that name. Datasets given to the "
+                f"trainer: {given}. HINT: pass datasets={{{name!r}: ds}} to the trainer"
+            )
+        if name not in self._iterators:
+            shard = datasets[name]
+            self._iterators[name] = shard.iterator() if hasattr(shard, "iterator") else shard
+        return self._iterators[name]
+
+    def barrier(self) -> None:
+        self._collective("barrier", None)
+
+    def broadcast_from_rank_zero(self, data: Any) -> Any:
+        return self._collective("broadcast", data if self.context.world_rank == 0 else None)
+
+    def all_gather(self, data: Any) -> list[Any]:
+        gathered: list[Any] = self._collective("gather", data)
+        return gathered
+
+    def send(self, message: object) -> None:
+        self._send(message)
+
+    def close(self) -> None:
+        """Stop expecting messages; the driver's end may now close without alarm."""
+        self._closing = True
+
+    def _stage(self, checkpoint: Checkpoint, step: int) -> None:
+        if checkpoint.is_local and not os.path.isdir(checkpoint.path):
+            raise UsageError(
+                f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
+                "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
+            )
+        with checkpoint.as_directory() as local_dir:
+            self._start.run_dir.upload_dir(
+                local_dir, staging_dir_name(self._start.step_offset + step)
+            )
+
+    def _collective(self, op: str, payload: Any) -> Any:
+        seq = self._num_collectives
+        self._num_collectives += 1
+        reply = self._expect("collective", seq)
+        self._send(CollectiveRequest(self.context.world_rank, seq, op, payload))
+        outcome: CollectiveReply = reply.wait()
+        if outcome.error is not None:
+            raise UsageError(outcome.error)
+        return outcome.value
+
+    def _expect(self, kind: str, key: int) -> _Reply:
+        reply = _Reply()
+        with self._lock:
+            if self._lost:
+                raise DriverLostError("the driver went away")
+            self._replies[(kind, key)] = reply
+        return reply
+
+    def _resolve(self, kind: str, key: int, value: Any) -> None:
+        with self._lock:
+            reply = self._replies.pop((kind, key), None)
+        if reply is not None:
+            reply.set(value)
+
+    def _send(self, message: object) -> None:
+        with self._send_lock:
+            try:
+                self._conn.send(message)
+            except OSError as exc:
+                raise DriverLostError(f"the driver went away: {exc}") from exc
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(message, CheckpointCommitted):
+                # every worker learns of every commit, so get_checkpoint is current everywhere
+                self._latest = message.checkpoint
+                self._resolve("checkpoint", message.step, None)
+            elif isinstance(message, CollectiveReply):
+                self._resolve("collective", message.seq, message)
+        self._driver_lost()
+
+    def _driver_lost(self) -> None:
+        with self._lock:
+            self._lost = True
+            pending = list(self._replies.values())
+            self._replies.clear()
+        for reply in pending:
+            reply.set(error=DriverLostError("the driver went away"))
+        if not self._closing and self._on_driver_lost is not None:
+            self._on_driver_lost()
+
+
+_process_session: Session | None = None
+_thread_session = threading.local()
+
+
+def install(session: Session | None, *, process_wide: bool) -> None:
+    """Make ``session`` the current one: for the process, or for this thread only."""
+    global _process_session
+    if process_wide:
+        _process_session = session
+    else:
+        _thread_session.session = session
+
+
+def current() -> Session | None:
+    """The session of this thread or process, or None outside a training function."""
+    return getattr(_thread_session, "session", None) or _process_session

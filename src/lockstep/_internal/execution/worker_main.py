@@ -1,0 +1,132 @@
+"""What runs in each worker: set up the backend, run the training function, report back.
+
+Run as ``python -m lockstep._internal.execution.worker_main FD PARENT_PID`` for a local
+process, where FD is this worker's end of its connection to the driver. The user's
+``__main__`` is never imported: the function arrives pickled by value (cloudpickle).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from lockstep._core.errors import UsageError, WorkerFailure
+from lockstep._internal.execution import session as session_module
+from lockstep._internal.execution.messages import Failed, Returned, WorkerStart
+
+
+def run_worker(conn: Connection, *, in_process: bool) -> int:
+    """Run one worker to completion over ``conn``; return its exit code."""
+    start: WorkerStart = conn.recv()
+    if not in_process:
+        _extend_sys_path(start.sys_path)
+    on_lost = None if in_process else _exit_now
+    session = session_module.Session(conn, start, on_driver_lost=on_lost)
+    session_module.install(session, process_wide=not in_process)
+    backend = start.backend
+    try:
+        backend.on_worker_start(start.context, session)
+        value = _run_function(start.train_fn)
+        payload = _pickle_return_value(value, start.context.world_rank)
+        session.close()
+        session.send(Returned(start.context.world_rank, payload, session.num_reports))
+        return 0
+    except BaseException as exc:
+        session.close()
+        _send_failure(session, start.context.world_rank, exc)
+        return 1
+    finally:
+        try:
+            backend.on_worker_shutdown(start.context)
+        finally:
+            session_module.install(None, process_wide=not in_process)
+
+
+def _run_function(train_fn: bytes) -> Any:
+    import cloudpickle
+
+    fn, config, takes_config = cloudpickle.loads(train_fn)
+    return fn(config) if takes_config else fn()
+
+
+def _pickle_return_value(value: Any, rank: int) -> bytes:
+    import cloudpickle
+
+    try:
+        return bytes(cloudpickle.dumps(value))
+    except Exception as exc:
+        raise UsageError(
+            f"rank {rank}'s training function returned a {type(value).__name__}, which cannot "
+            f"be pickled ({exc}). HINT: return plain data, or save objects into a checkpoint"
+        ) from exc
+
+
+def _send_failure(session: session_module.Session, rank: int, exc: BaseException) -> None:
+    pid = os.getpid()
+    failure = WorkerFailure(
+        rank=rank,
+        pid=pid,
+        kind="exception",
+        summary=f"rank {rank} (pid {pid}) raised {type(exc).__name__}: {exc}",
+        traceback=user_traceback(exc),
+        time=time.time(),
+        retryable=not isinstance(exc, UsageError),
+        exception=_sendable(exc),
+    )
+    try:
+        session.send(Failed(failure))
+    except Exception:
+        pass  # the driver is gone; it sees the exit code instead
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` without lockstep's frames in front of the user's code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") == __name__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _sendable(exc: BaseException) -> BaseException | None:
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return None
+    return exc
+
+
+def _extend_sys_path(driver_path: tuple[str, ...]) -> None:
+    # The driver's path first: the function's modules must resolve as they did there.
+    sys.path[:] = list(dict.fromkeys([*driver_path, *sys.path]))
+
+
+def _exit_now() -> None:
+    os._exit(1)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to kill this process when the driver dies, even if it hangs in C code."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the driver died before prctl took effect
+        os._exit(1)
+
+
+def main() -> None:
+    fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
+    _die_with_parent(parent_pid)
+    conn = Connection(fd)
+    sys.exit(run_worker(conn, in_process=False))
+
+
+if __name__ == "__main__":
+    main()

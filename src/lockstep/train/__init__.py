@@ -1,0 +1,47 @@
+"""Distributed training: trainers, configs, and the functions a training function calls.
+
+The same names as ``ray.train``: migrating is a change of imports.
+"""
+
+from lockstep._core.callback import RunContext, UserCallback
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import (
+    CheckpointConfig,
+    DataConfig,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+)
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.result import Result
+from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep.train import collective
+from lockstep.train._session import get_checkpoint, get_context, get_dataset_shard, report
+from lockstep.train._trainer import DataParallelTrainer
+
+TRAIN_DATASET_KEY = "train"
+
+__all__ = [
+    "TRAIN_DATASET_KEY",
+    "Backend",
+    "BackendConfig",
+    "Checkpoint",
+    "CheckpointConfig",
+    "DataConfig",
+    "DataParallelTrainer",
+    "FailureConfig",
+    "Result",
+    "RunConfig",
+    "RunContext",
+    "ScalingConfig",
+    "TrainContext",
+    "TrainingFailedError",
+    "UserCallback",
+    "WorkerFailure",
+    "collective",
+    "get_checkpoint",
+    "get_context",
+    "get_dataset_shard",
+    "report",
+]

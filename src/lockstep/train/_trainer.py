@@ -1,0 +1,312 @@
+"""DataParallelTrainer: run one training function on N workers and return a Result."""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import json
+import os
+import secrets
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, replace
+from typing import Any
+
+from lockstep._core import flags, pickling, storage
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep._core.result import Result
+from lockstep._internal.backends.base import BackendConfig
+from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+from lockstep._internal.controller.controller import TrainController
+from lockstep._internal.controller.failure_policy import FailurePolicy
+from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.execution.select import (
+    choose_executor,
+    make_worker_group,
+    warn_ray_only_options,
+)
+from lockstep._internal.execution.worker_group import WorkerGroupSpec
+
+
+class DataParallelTrainer:
+    """Runs ``train_loop_per_worker`` on every worker and collects what they report.
+
+    Every argument is checked here, so that a mistake fails now rather than after the
+    workers have started.
+
+    Args:
+        train_loop_per_worker: The training function: no argument, or one (the config).
+        train_loop_config: Passed to the training function; must be picklable.
+        backend_config: The framework to set up in each worker (none by default).
+        scaling_config: Number of workers and their resources (a dict is accepted too).
+        run_config: Name, storage, checkpoint retention, failure handling, callbacks.
+        datasets: Datasets by name; ``get_dataset_shard(name)`` gives each worker its part.
+        dataset_config: Which datasets are split across workers (all, by default).
+        resume_from_checkpoint: Start a new run from this checkpoint.
+        metadata: JSON data available as ``get_context().get_metadata()``.
+
+    Example:
+        >>> import tempfile
+        >>> from lockstep import train
+        >>> def train_func(config):
+        ...     for epoch in range(config["epochs"]):
+        ...         train.report({"epoch": epoch, "rank": train.get_context().get_world_rank()})
+        >>> trainer = DataParallelTrainer(
+        ...     train_func, train_loop_config={"epochs": 3},
+        ...     scaling_config=ScalingConfig(num_workers=2),
+        ...     run_config=RunConfig(storage_path=tempfile.mkdtemp(), verbose=0))
+        >>> trainer.fit().metrics
+        {'epoch': 2, 'rank': 0}
+    """
+
+    def __init__(
+        self,
+        train_loop_per_worker: Callable[..., Any],
+        *,
+        train_loop_config: Mapping[str, Any] | None = None,
+        backend_config: BackendConfig | None = None,
+        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+        datasets: Mapping[str, Any] | None = None,
+        dataset_config: DataConfig | None = None,
+        resume_from_checkpoint: Checkpoint | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        takes_config = _check_train_function(train_loop_per_worker, train_loop_config)
+        self.scaling_config = ScalingConfig.coerce(scaling_config)
+        self.run_config = _named(_check_type(run_config, RunConfig, "run_config") or RunConfig())
+        self.backend_config = _check_type(backend_config, BackendConfig, "backend_config")
+        self.datasets = dict(datasets or {})
+        self.dataset_config = _check_type(dataset_config, DataConfig, "dataset_config")
+        (self.dataset_config or DataConfig()).check_datasets(self.datasets)
+        self.resume_from_checkpoint = _check_type(
+            resume_from_checkpoint, Checkpoint, "resume_from_checkpoint"
+        )
+        self.metadata = _check_metadata(metadata)
+        self._executor = choose_executor(self.scaling_config)
+        warn_ray_only_options(self.scaling_config, self._executor)
+        self._train_fn = _pickle_function(train_loop_per_worker, train_loop_config, takes_config)
+        self._pickled_datasets = pickling.dumps(self.datasets, "datasets") if self.datasets else b""
+
+    def fit(self) -> Result:
+        """Run the training function on every worker until it returns; return the Result.
+
+        If the run directory already holds this run, training continues from its latest
+        committed checkpoint.
+
+        Raises:
+            TrainingFailedError: The workers failed more than ``max_failures`` times.
+        """
+        run_dir = _open_run_dir(self.run_config)
+        checkpoints = CheckpointManager.open(run_dir, self.run_config.checkpoint_config)
+        run_log = RunLog(run_dir)
+        _continue_numbering(checkpoints, run_log)
+        run_log.write_params(self._params())
+        run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
+        controller = TrainController(
+            make_worker_group=lambda: make_worker_group(self._executor),
+            spec=self._spec(run_dir),
+            checkpoints=checkpoints,
+            run_log=run_log,
+            failure_policy=FailurePolicy(self.run_config.failure_config),
+            progress=Progress(
+                name=self.run_config.name or "",
+                run_uri=run_dir.uri,
+                num_workers=max(1, self.scaling_config.num_workers),
+                verbose=self.run_config.verbose,
+            ),
+            callbacks=self.run_config.callbacks,
+            resume_from_checkpoint=self.resume_from_checkpoint,
+        )
+        return controller.run()
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike[str], **overrides: Any) -> DataParallelTrainer:
+        """A trainer that continues the interrupted run in directory ``path``.
+
+        The trainer's arguments are read back from the run; any given in ``overrides``
+        (``train_loop_per_worker``, ``datasets``, ...) replace them.
+
+        Example:
+            >>> if DataParallelTrainer.can_restore("/tmp/runs/exp"):  # doctest: +SKIP
+            ...     result = DataParallelTrainer.restore("/tmp/runs/exp").fit()
+        """
+        import cloudpickle
+
+        run_dir = storage.StorageDir.from_uri(path)
+        if not cls.can_restore(path):
+            raise FileNotFoundError(
+                f"{run_dir.uri!r} holds no lockstep run to restore. HINT: pass the run "
+                "directory, storage_path/name, of a run that was started with fit()"
+            )
+        kwargs: dict[str, Any] = cloudpickle.loads(run_dir.read_bytes(storage.TRAINER_FILE))
+        kwargs.update(overrides)
+        parent, name = _split_run_path(run_dir)
+        run_config = kwargs.get("run_config") or RunConfig()
+        kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)
+        return cls(**kwargs)
+
+    @classmethod
+    def can_restore(cls, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is the directory of a run that :meth:`restore` can continue."""
+        run_dir = storage.StorageDir.from_uri(path)
+        return run_dir.exists(storage.TRAINER_FILE) and run_dir.exists(storage.STATE_FILE)
+
+    def _spec(self, run_dir: storage.StorageDir) -> WorkerGroupSpec:
+        num_workers = max(1, self.scaling_config.num_workers)
+        datasets: list[dict[str, Any]] = []
+        if self.datasets:
+            import cloudpickle
+
+            # Each attempt gets fresh shards: a copy, never the driver's own objects.
+            fresh = cloudpickle.loads(self._pickled_datasets)
+            datasets = (self.dataset_config or DataConfig()).configure(fresh, num_workers)
+        backend = (self.backend_config or BackendConfig()).make_backend()
+        return WorkerGroupSpec(
+            num_workers=num_workers,
+            experiment_name=self.run_config.name or "",
+            train_fn=self._train_fn,
+            backend=backend,
+            run_dir=run_dir,
+            score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
+            metadata=dict(self.metadata),
+            datasets=datasets,
+            num_cpus_per_worker=self.scaling_config.num_cpus_per_worker,
+            sys_path=tuple(sys.path),
+        )
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "train_loop_config": self._init_kwargs.get("train_loop_config"),
+            "scaling_config": asdict(self.scaling_config),
+            "run_config": {
+                "name": self.run_config.name,
+                "storage_path": os.fspath(self.run_config.storage_path or ""),
+                "checkpoint_config": asdict(self.run_config.checkpoint_config),
+                "failure_config": asdict(self.run_config.failure_config),
+            },
+            "datasets": sorted(self.datasets),
+            "metadata": self.metadata,
+        }
+
+    def _pickle_for_restore(self) -> bytes:
+        kwargs = dict(self._init_kwargs)
+        kwargs["run_config"] = self.run_config
+        return pickling.dumps(kwargs, "the trainer's arguments")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.run_config.name!r}, "
+            f"num_workers={self.scaling_config.num_workers})"
+        )
+
+
+def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | None) -> bool:
+    """Check ``fn`` takes zero or one argument; return whether it takes the config."""
+    if not callable(fn):
+        raise ValueError(
+            f"train_loop_per_worker must be a function, got {type(fn).__name__}. "
+            "HINT: def train_func(config): ..."
+        )
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return config is not None
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(positional) > 1:
+        names = ", ".join(p.name for p in positional)
+        raise ValueError(
+            f"train_loop_per_worker takes {len(positional)} required arguments ({names}); it "
+            "must take none or one, the config. HINT: def train_func(config): ..."
+        )
+    takes = any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+    if config is not None and not takes:
+        raise ValueError(
+            "train_loop_config was given but train_loop_per_worker takes no argument. "
+            "HINT: def train_func(config): ... to receive it"
+        )
+    return takes
+
+
+def _pickle_function(
+    fn: Callable[..., Any], config: Mapping[str, Any] | None, takes_config: bool
+) -> bytes:
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(
+            f"train_loop_config must be a dict, got {type(config).__name__}. "
+            'HINT: train_loop_config={"lr": 0.01}'
+        )
+    pickling.dumps(fn, "train_loop_per_worker")
+    config_copy = dict(config) if config is not None else {}
+    pickling.dumps(config_copy, "train_loop_config")
+    return pickling.dumps((fn, config_copy, takes_config), "train_loop_per_worker")
+
+
+def _check_type(value: Any, kind: type, name: str) -> Any:
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(
+            f"{name} must be a {kind.__name__}, got {type(value).__name__}. "
+            f"HINT: {name}={kind.__name__}(...)"
+        )
+    return value
+
+
+def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    try:
+        return dict(json.loads(json.dumps(dict(metadata))))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"metadata must be JSON-serialisable: {exc}. HINT: use numbers, strings, lists "
+            "and dicts"
+        ) from exc
+
+
+def _named(run_config: RunConfig) -> RunConfig:
+    """Fill in the run's name and resolve its storage path, once, at construction."""
+    name = run_config.name or (
+        f"lockstep_run-{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}-{secrets.token_hex(2)}"
+    )
+    raw = run_config.storage_path or flags.DEFAULT_STORAGE_PATH.get()
+    fs, path = storage.resolve(raw)
+    return replace(run_config, name=name, storage_path=storage.display_uri(fs, path))
+
+
+def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
+    """The run directory, created and proven writable before any worker starts."""
+    assert run_config.name is not None and run_config.storage_path is not None
+    root = storage.StorageDir.from_uri(run_config.storage_path)
+    run_dir = root.child(run_config.name)
+    try:
+        run_dir.makedirs()
+        run_dir.write_atomic(storage.MARKER_FILE, b"")
+    except OSError as exc:
+        raise ValueError(
+            f"storage_path {root.uri!r} is not writable ({type(exc).__name__}: {exc}). "
+            "HINT: pass RunConfig(storage_path=...) naming a directory you can write to"
+        ) from exc
+    return run_dir
+
+
+def _continue_numbering(checkpoints: CheckpointManager, run_log: RunLog) -> None:
+    # Steps logged after the last snapshot (a crash between them) keep their numbers.
+    last = run_log.last_row
+    if last is not None:
+        state = checkpoints.state
+        state.training_iteration = max(state.training_iteration, int(last["training_iteration"]))
+
+
+def _split_run_path(run_dir: storage.StorageDir) -> tuple[str, str]:
+    uri = run_dir.uri.rstrip("/")
+    parent, _, name = uri.rpartition("/")
+    return parent or "/", name
