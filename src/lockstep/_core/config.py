@@ -87,8 +87,7 @@ class ScalingConfig:
         for key, amount in resources.items():
             if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
                 raise ValueError(
-                    f"resources_per_worker[{key!r}] must be a non-negative number, "
-                    f"got {amount!r}"
+                    f"resources_per_worker[{key!r}] must be a non-negative number, got {amount!r}"
                 )
         gpus = resources.get("GPU", 0)
         if gpus > 0 and not self.use_gpu:
@@ -171,9 +170,7 @@ class CheckpointConfig:
             )
         attribute = self.checkpoint_score_attribute
         if attribute is not None and (not isinstance(attribute, str) or not attribute):
-            raise ValueError(
-                f"checkpoint_score_attribute must be a metric name, got {attribute!r}"
-            )
+            raise ValueError(f"checkpoint_score_attribute must be a metric name, got {attribute!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

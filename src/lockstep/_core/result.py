@@ -58,7 +58,8 @@ class Result:
                 import pandas as pd
 
                 self._dataframe = pd.DataFrame(rows)
-        return self._dataframe
+        frame: pd.DataFrame | None = self._dataframe
+        return frame
 
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
         """The retained checkpoint with the best ``metric`` (``mode`` "max" or "min")."""

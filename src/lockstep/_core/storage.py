@@ -142,7 +142,9 @@ class StorageDir:
                 return []
         if not self.fs.exists(self.path):
             return []
-        return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False))
+        return sorted(
+            posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False)
+        )
 
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open(self.join(rel), "rb") as f:

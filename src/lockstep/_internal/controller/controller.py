@@ -214,6 +214,7 @@ class TrainController:
 
     def _close(self, outcome: str) -> None:
         self._stop_group()
+        self._checkpoints.remove_uncommitted()
         state = self._checkpoints.state
         if isinstance(self.state, Finished):
             state.status = "finished"

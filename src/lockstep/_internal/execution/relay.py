@@ -11,7 +11,11 @@ from typing import Any
 
 from lockstep._internal.execution.messages import CollectiveReply, CollectiveRequest
 
-OP_NAMES = {"barrier": "barrier()", "broadcast": "broadcast_from_rank_zero()", "gather": "all_gather()"}
+OP_NAMES = {
+    "barrier": "barrier()",
+    "broadcast": "broadcast_from_rank_zero()",
+    "gather": "all_gather()",
+}
 
 
 @dataclass

@@ -76,7 +76,8 @@ class Session:
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
         self._reader = threading.Thread(
-            target=self._read_loop, name=f"lockstep-session-rank{start.context.world_rank}",
+            target=self._read_loop,
+            name=f"lockstep-session-rank{start.context.world_rank}",
             daemon=True,
         )
         self._reader.start()
@@ -99,7 +100,9 @@ class Session:
             check_score(clean, self._start.score_attribute)
             self._stage(checkpoint, step)
             reply = self._expect("checkpoint", step)
-        self._send(Report(self.context.world_rank, step, clean, checkpoint is not None, time.time()))
+        self._send(
+            Report(self.context.world_rank, step, clean, checkpoint is not None, time.time())
+        )
         self._num_reports += 1
         if reply is not None:
             reply.wait()

@@ -23,8 +23,8 @@ from lockstep._internal.execution.messages import (
     CollectiveReply,
     CollectiveRequest,
     Failed,
-    Returned,
     Report,
+    Returned,
     WorkerEvent,
     WorkerStart,
 )
