@@ -1,0 +1,136 @@
+import pytest
+
+from lockstep._core.config import (
+    CheckpointConfig,
+    DataConfig,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+)
+from lockstep._core.callback import UserCallback
+
+
+class TestScalingConfig:
+    def test_defaults(self):
+        config = ScalingConfig()
+        assert (config.num_workers, config.use_gpu, config.placement_strategy) == (1, False, "PACK")
+        assert config.num_cpus_per_worker == 1.0 and config.num_gpus_per_worker == 0.0
+
+    @pytest.mark.parametrize("bad", [-1, -5])
+    def test_negative_num_workers(self, bad):
+        with pytest.raises(ValueError, match=r"num_workers must be >= 0.*HINT"):
+            ScalingConfig(num_workers=bad)
+
+    @pytest.mark.parametrize("bad", [2.5, "2", True, None])
+    def test_non_integer_num_workers(self, bad):
+        with pytest.raises(ValueError, match=r"num_workers must be an integer.*HINT"):
+            ScalingConfig(num_workers=bad)
+
+    def test_elastic_tuple_is_refused_with_a_hint(self):
+        with pytest.raises(ValueError, match="elastic training is not supported"):
+            ScalingConfig(num_workers=(1, 4))
+
+    def test_keyword_only(self):
+        with pytest.raises(TypeError):
+            ScalingConfig(2)  # type: ignore[misc]
+
+    def test_gpu_resources_need_use_gpu(self):
+        with pytest.raises(ValueError, match="use_gpu=False"):
+            ScalingConfig(num_workers=1, resources_per_worker={"GPU": 0.5})
+        assert ScalingConfig(use_gpu=True, resources_per_worker={"GPU": 0.5}).num_gpus_per_worker == 0.5
+
+    def test_negative_resource(self):
+        with pytest.raises(ValueError, match=r"resources_per_worker\['CPU'\]"):
+            ScalingConfig(resources_per_worker={"CPU": -1})
+
+    def test_unknown_strategy_and_executor(self):
+        with pytest.raises(ValueError, match="placement_strategy"):
+            ScalingConfig(placement_strategy="RANDOM")
+        with pytest.raises(ValueError, match="executor"):
+            ScalingConfig(executor="k8s")  # type: ignore[arg-type]
+
+    def test_coerce_accepts_the_older_dict_form(self):
+        assert ScalingConfig.coerce({"num_workers": 2, "use_gpu": False}) == ScalingConfig(num_workers=2)
+        assert ScalingConfig.coerce(None) == ScalingConfig()
+        with pytest.raises(ValueError, match=r"unknown keys \['workers'\]"):
+            ScalingConfig.coerce({"workers": 2})
+        with pytest.raises(ValueError, match="must be a ScalingConfig or a dict"):
+            ScalingConfig.coerce(4)  # type: ignore[arg-type]
+
+    def test_frozen(self):
+        with pytest.raises(AttributeError):
+            ScalingConfig().num_workers = 3  # type: ignore[misc]
+
+
+class TestCheckpointConfig:
+    def test_unknown_score_order(self):
+        with pytest.raises(ValueError, match=r"unknown checkpoint_score_order 'highest'.*\"max\""):
+            CheckpointConfig(checkpoint_score_order="highest")  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("bad", [0, -1, 1.5])
+    def test_num_to_keep_must_be_positive_int(self, bad):
+        with pytest.raises(ValueError, match="num_to_keep"):
+            CheckpointConfig(num_to_keep=bad)
+
+    def test_empty_score_attribute(self):
+        with pytest.raises(ValueError, match="metric name"):
+            CheckpointConfig(checkpoint_score_attribute="")
+
+
+class TestFailureConfig:
+    def test_minus_one_is_unlimited_and_below_is_refused(self):
+        assert FailureConfig(max_failures=-1).max_failures == -1
+        with pytest.raises(ValueError, match="max_failures must be >= -1"):
+            FailureConfig(max_failures=-2)
+
+
+class TestRunConfig:
+    @pytest.mark.parametrize("bad", ["a/b", "", "..", "x\ny"])
+    def test_name_must_name_a_directory(self, bad):
+        with pytest.raises(ValueError, match="cannot name a directory"):
+            RunConfig(name=bad)
+
+    def test_callbacks_must_be_user_callbacks(self):
+        with pytest.raises(ValueError, match="UserCallback instances"):
+            RunConfig(callbacks=[print])  # type: ignore[list-item]
+        assert RunConfig(callbacks=[UserCallback()]).callbacks[0].__class__ is UserCallback
+
+    def test_nested_configs_are_type_checked(self):
+        with pytest.raises(ValueError, match="checkpoint_config must be a CheckpointConfig"):
+            RunConfig(checkpoint_config={"num_to_keep": 2})  # type: ignore[arg-type]
+
+    def test_verbose_levels(self):
+        with pytest.raises(ValueError, match="verbose must be 0, 1 or 2"):
+            RunConfig(verbose=3)
+
+
+class TestDataConfig:
+    def test_split_all_by_default(self):
+        assert DataConfig().should_split("anything")
+
+    def test_names_not_given(self):
+        with pytest.raises(ValueError, match=r"names \['valid'\].*\['train'\]"):
+            DataConfig(datasets_to_split=["valid"]).check_names(["train"])
+
+    def test_a_string_is_not_a_list_of_names(self):
+        with pytest.raises(ValueError, match="list of dataset names"):
+            DataConfig(datasets_to_split="train")  # type: ignore[arg-type]
+
+    def test_unsplittable_dataset(self):
+        with pytest.raises(ValueError, match=r"datasets\['train'\] is a list.*lockstep.data"):
+            DataConfig().check_datasets({"train": [1, 2, 3]})
+        DataConfig(datasets_to_split=[]).check_datasets({"train": [1, 2, 3]})
+
+    def test_configure_splits_and_copies(self):
+        class Splittable:
+            def __init__(self, items):
+                self.items = items
+
+            def split(self, n, equal=True):
+                return [Splittable(self.items[i::n]) for i in range(n)]
+
+        shards = DataConfig(datasets_to_split=["train"]).configure(
+            {"train": Splittable([0, 1, 2, 3]), "valid": "whole"}, 2
+        )
+        assert [s["train"].items for s in shards] == [[0, 2], [1, 3]]
+        assert [s["valid"] for s in shards] == ["whole", "whole"]

@@ -1,0 +1,51 @@
+"""A worker group that replays scripted events, for testing the controller without processes."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from lockstep._core.storage import staging_dir_name
+from lockstep._internal.execution.messages import (
+    CheckpointCommitted,
+    Report,
+    WorkerEvent,
+)
+from lockstep._internal.execution.worker_group import WorkerGroupSpec
+
+
+class FakeWorkerGroup:
+    """Each attempt pops the next script: a list of polls, each a list of events."""
+
+    def __init__(self, scripts: deque[list[list[WorkerEvent]]], log: list[str],
+                 fail_start: bool = False) -> None:
+        self._polls = deque(scripts.popleft())
+        self.log = log
+        self.fail_start = fail_start
+        self.spec: WorkerGroupSpec | None = None
+        self.notified: list[CheckpointCommitted] = []
+
+    def start(self, spec: WorkerGroupSpec) -> None:
+        if self.fail_start:
+            raise OSError("no processes today")
+        self.spec = spec
+        self.log.append(f"start offset={spec.step_offset} ckpt={spec.checkpoint and spec.checkpoint.path.rsplit('/', 1)[-1]}")
+
+    def poll(self, timeout: float) -> list[WorkerEvent]:
+        events = self._polls.popleft() if self._polls else []
+        assert self.spec is not None
+        for event in events:
+            if isinstance(event, Report) and event.checkpointed:
+                # what a worker does before it reports a checkpoint: stage its files
+                staged = staging_dir_name(self.spec.step_offset + event.step)
+                self.spec.run_dir.makedirs(staged)
+                path = self.spec.run_dir.join(staged, f"rank{event.rank}.txt")
+                with open(path, "w") as f:
+                    f.write(str(event.metrics))
+        return events
+
+    def notify(self, message: CheckpointCommitted) -> None:
+        self.notified.append(message)
+        self.log.append(f"notify step={message.step} {message.checkpoint.path.rsplit('/', 1)[-1]}")
+
+    def shutdown(self) -> None:
+        self.log.append("shutdown")

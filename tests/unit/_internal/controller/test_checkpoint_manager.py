@@ -1,0 +1,91 @@
+import json
+
+import pytest
+
+from lockstep._core.config import CheckpointConfig
+from lockstep._core.run_state import RunState
+from lockstep._core.storage import StorageDir
+from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = StorageDir.from_uri(tmp_path / "run")
+    d.makedirs()
+    return d
+
+
+def stage(run_dir, name):
+    run_dir.makedirs(name)
+    with open(run_dir.join(name, "w.txt"), "w") as f:
+        f.write(name)
+    return name
+
+
+def commit(manager, run_dir, i, **metrics):
+    return manager.commit(stage(run_dir, f".staging/s{i}"), metrics, training_iteration=i + 1)
+
+
+def on_disk(run_dir):
+    return sorted(n for n in run_dir.listdir() if n.startswith("checkpoint_"))
+
+
+def test_keeps_everything_without_num_to_keep(run_dir):
+    manager = CheckpointManager.open(run_dir, CheckpointConfig())
+    for i in range(4):
+        commit(manager, run_dir, i, loss=i)
+    assert on_disk(run_dir) == [f"checkpoint_00000{i}" for i in range(4)]
+    assert run_dir.read_text("checkpoint_000002/w.txt") == ".staging/s2"
+
+
+def test_without_score_keeps_the_newest(run_dir):
+    manager = CheckpointManager.open(run_dir, CheckpointConfig(num_to_keep=2))
+    for i in range(5):
+        commit(manager, run_dir, i)
+    assert on_disk(run_dir) == ["checkpoint_000003", "checkpoint_000004"]
+
+
+@pytest.mark.parametrize(("order", "scores", "expected"), [
+    ("max", [1, 5, 3, 2], ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]),
+    ("min", [1, 5, 3, 2], ["checkpoint_000000", "checkpoint_000003"]),
+])
+def test_keeps_best_by_score_plus_latest(run_dir, order, scores, expected):
+    config = CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="acc",
+                              checkpoint_score_order=order)
+    manager = CheckpointManager.open(run_dir, config)
+    for i, score in enumerate(scores):
+        commit(manager, run_dir, i, acc=score)
+    assert on_disk(run_dir) == expected
+    assert manager.state.latest == "checkpoint_000003"
+    ordered = [r.metrics["acc"] for r in manager.state.checkpoints]
+    assert ordered == sorted(ordered, reverse=order == "min")  # best last
+
+
+def test_snapshot_is_written_before_eviction(run_dir, monkeypatch):
+    manager = CheckpointManager.open(run_dir, CheckpointConfig(num_to_keep=1))
+    commit(manager, run_dir, 0)
+
+    def crash(rel):
+        raise RuntimeError("crash while deleting")
+
+    monkeypatch.setattr(run_dir, "remove", crash)
+    with pytest.raises(RuntimeError):
+        commit(manager, run_dir, 1)
+    snapshot = RunState.from_json(run_dir.read_bytes("run_state.json"))
+    assert [c.dir_name for c in snapshot.checkpoints] == ["checkpoint_000001"]
+    assert snapshot.latest == "checkpoint_000001"
+
+
+def test_reopen_continues_and_cleans_uncommitted(run_dir):
+    manager = CheckpointManager.open(run_dir, CheckpointConfig())
+    commit(manager, run_dir, 0, loss=1.0)
+    # a crash between rename and snapshot, and a half-written staging directory
+    stage(run_dir, "checkpoint_000001")
+    stage(run_dir, ".staging/s9")
+    reopened = CheckpointManager.open(run_dir, CheckpointConfig())
+    assert reopened.latest_checkpoint.path.endswith("checkpoint_000000")
+    reopened.remove_uncommitted()
+    assert on_disk(run_dir) == ["checkpoint_000000"] and not run_dir.exists(".staging")
+    commit(reopened, run_dir, 1)
+    assert on_disk(run_dir) == ["checkpoint_000000", "checkpoint_000001"]
+    assert json.loads(run_dir.read_text("run_state.json"))["next_checkpoint_index"] == 2

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import os
+from collections import deque
+
+import pytest
+
+from lockstep._core.callback import UserCallback
+from lockstep._core.config import CheckpointConfig, FailureConfig
+from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.storage import StorageDir
+from lockstep._internal.backends.base import BackendConfig
+from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+from lockstep._internal.controller.controller import (
+    Errored,
+    Finished,
+    Restarting,
+    Running,
+    Starting,
+    TrainController,
+)
+from lockstep._internal.controller.failure_policy import FailurePolicy
+from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.execution.messages import Failed, Report, Returned
+from lockstep._internal.execution.worker_group import WorkerGroupSpec
+
+from .fake_group import FakeWorkerGroup
+
+
+def report(rank, step, checkpointed=False, **metrics):
+    return Report(rank=rank, step=step, metrics={"step": step, **metrics}, checkpointed=checkpointed,
+                  time=1000.0 + step)
+
+
+def returned(rank, num_reports, value=None):
+    import cloudpickle
+
+    return Returned(rank=rank, return_value=cloudpickle.dumps(value), num_reports=num_reports)
+
+
+def failed(rank, time, retryable=True):
+    return Failed(WorkerFailure(rank=rank, pid=10 + rank, kind="exception",
+                                summary=f"rank {rank} raised", time=time, retryable=retryable))
+
+
+class Recorder(UserCallback):
+    def __init__(self):
+        self.reports, self.exceptions = [], []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.reports.append((metrics, checkpoint and os.path.basename(checkpoint.path)))
+
+    def after_exception(self, run_context, worker_exceptions):
+        self.exceptions.append(sorted(worker_exceptions))
+
+
+def make_controller(tmp_path, scripts, *, num_workers=2, max_failures=0, keep=None,
+                    score=None, callbacks=(), fail_start=False):
+    run_dir = StorageDir.from_uri(tmp_path / "run")
+    run_dir.makedirs()
+    log: list[str] = []
+    scripts = deque(scripts)
+    groups: list[FakeWorkerGroup] = []
+
+    def make_group():
+        group = FakeWorkerGroup(scripts, log, fail_start=fail_start and not groups)
+        groups.append(group)
+        return group
+
+    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=score,
+                              checkpoint_score_order="min")
+    controller = TrainController(
+        make_worker_group=make_group,
+        spec=WorkerGroupSpec(num_workers=num_workers, experiment_name="exp", train_fn=b"",
+                             backend=BackendConfig().make_backend(), run_dir=run_dir),
+        checkpoints=CheckpointManager.open(run_dir, config),
+        run_log=RunLog(run_dir),
+        failure_policy=FailurePolicy(FailureConfig(max_failures=max_failures)),
+        progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=num_workers, verbose=0),
+        callbacks=callbacks,
+    )
+    return controller, log, run_dir
+
+
+def test_steps_one_transition_at_a_time(tmp_path):
+    script = [[report(0, 0), report(1, 0)], [returned(0, 1, "done"), returned(1, 1)]]
+    controller, log, _ = make_controller(tmp_path, [script])
+    assert controller.state == Starting(0)
+    controller.step()
+    assert controller.state == Running(0)
+    controller.step()
+    assert controller.state == Running(0)
+    controller.step()
+    assert controller.state == Finished()
+
+
+def test_happy_path_commits_checkpoints_and_returns_rank0(tmp_path):
+    recorder = Recorder()
+    script = [
+        [report(0, 0, True, loss=3.0), report(1, 0, loss=9.0)],
+        [report(1, 1, loss=8.0)],  # rank 1 runs ahead: step 1 is not complete yet
+        [report(0, 1, True, loss=2.0), returned(1, 2)],
+        [returned(0, 2, {"ok": 1})],
+    ]
+    controller, log, run_dir = make_controller(tmp_path, [script], callbacks=[recorder])
+    result = controller.run()
+    assert result.metrics == {"step": 1, "loss": 2.0}
+    assert result.return_value == {"ok": 1}
+    assert os.path.basename(result.checkpoint.path) == "checkpoint_000001"
+    assert log == ["start offset=0 ckpt=None", "notify step=0 checkpoint_000000",
+                   "notify step=1 checkpoint_000001", "shutdown"]
+    assert recorder.reports == [
+        ([{"step": 0, "loss": 3.0}, {"step": 0, "loss": 9.0}], "checkpoint_000000"),
+        ([{"step": 1, "loss": 2.0}, {"step": 1, "loss": 8.0}], "checkpoint_000001"),
+    ]
+    assert sorted(run_dir.child("checkpoint_000000").listdir()) == ["rank0.txt"]
+    assert [r["training_iteration"] for r in result.metrics_dataframe.to_dict("records")] == [1, 2]
+    assert not run_dir.exists(".staging")
+
+
+def test_failure_restarts_from_latest_checkpoint(tmp_path):
+    recorder = Recorder()
+    first = [[report(0, 0, True), report(1, 0)], [failed(1, time=5.0)]]
+    second = [[report(0, 0, True), report(1, 0)], [returned(0, 1), returned(1, 1)]]
+    controller, log, run_dir = make_controller(tmp_path, [first, second], max_failures=1,
+                                               callbacks=[recorder])
+    controller.step()
+    controller.step()
+    controller.step()
+    assert isinstance(controller.state, Restarting)
+    controller.step()
+    assert controller.state == Starting(1)
+    result = controller.run()
+    assert log == [
+        "start offset=0 ckpt=None", "notify step=0 checkpoint_000000", "shutdown",
+        "start offset=1 ckpt=checkpoint_000000", "notify step=0 checkpoint_000001", "shutdown",
+    ]
+    assert recorder.exceptions == [[1]]
+    assert result.metrics_dataframe["training_iteration"].tolist() == [1, 2]
+    assert controller._checkpoints.state.num_failures == 1
+
+
+def test_raises_first_failure_by_time_when_budget_is_spent(tmp_path):
+    script = [[report(0, 0), report(1, 0)], [failed(0, time=9.0), failed(1, time=3.0)]]
+    controller, log, run_dir = make_controller(tmp_path, [script], max_failures=0)
+    with pytest.raises(TrainingFailedError, match="rank 1 raised") as info:
+        controller.run()
+    assert info.value.root_cause.rank == 1 and sorted(info.value.worker_failures) == [0, 1]
+    assert isinstance(controller.state, Errored)
+    assert "rank 1 raised" in run_dir.read_text("error.txt")
+    assert '"status": "errored"' in run_dir.read_text("run_state.json")
+
+
+def test_misuse_is_not_retried(tmp_path):
+    script = [[failed(0, time=1.0, retryable=False)]]
+    controller, log, _ = make_controller(tmp_path, [script], max_failures=5)
+    with pytest.raises(TrainingFailedError):
+        controller.run()
+    assert log.count("shutdown") == 1
+
+
+def test_report_count_mismatch_is_an_error_not_a_hang(tmp_path):
+    script = [[report(0, 0), report(1, 0)], [returned(1, 1)], [report(0, 1, True)]]
+    controller, _, _ = make_controller(tmp_path, [script], max_failures=3)
+    with pytest.raises(TrainingFailedError, match=r"different number of times: rank 1 returned "
+                                                  r"after 1 report, rank 0 reported 2 times"):
+        controller.run()
+
+
+def test_start_failure_counts_as_a_failure(tmp_path):
+    script = [[returned(0, 0), returned(1, 0)]]
+    controller, log, _ = make_controller(tmp_path, [[], script], max_failures=1, fail_start=True)
+    controller.run()
+    assert log == ["shutdown", "start offset=0 ckpt=None", "shutdown"]
+
+
+def test_retention_keeps_best_and_latest(tmp_path):
+    losses = [5.0, 1.0, 4.0, 3.0]
+    script = [[report(r, s, r == 0, loss=loss) for r in (0, 1)] for s, loss in enumerate(losses)]
+    script.append([returned(0, 4), returned(1, 4)])
+    controller, _, run_dir = make_controller(tmp_path, [script], keep=1, score="loss")
+    result = controller.run()
+    kept = sorted(n for n in run_dir.listdir() if n.startswith("checkpoint_"))
+    assert kept == ["checkpoint_000001", "checkpoint_000003"]  # best (1.0) and latest
+    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == [
+        "checkpoint_000003", "checkpoint_000001"]  # worst to best

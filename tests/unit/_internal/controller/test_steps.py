@@ -1,0 +1,52 @@
+import pytest
+
+from lockstep._internal.controller.steps import ReportCountMismatch, StepAggregator
+from lockstep._internal.execution.messages import Report
+
+
+def r(rank, step, checkpointed=False):
+    return Report(rank, step, {"rank": rank, "step": step}, checkpointed, 0.0)
+
+
+def test_step_completes_when_every_rank_reported():
+    agg = StepAggregator(3)
+    assert agg.add(r(0, 0)) == []
+    assert agg.add(r(2, 0)) == []
+    (step,) = agg.add(r(1, 0, checkpointed=True))
+    assert step.index == 0 and step.metrics == {"rank": 0, "step": 0} and step.checkpointed
+    assert [rep.rank for rep in step.reports] == [0, 1, 2]
+
+
+def test_a_fast_worker_runs_ahead_and_steps_come_out_in_order():
+    agg = StepAggregator(2)
+    for step in range(3):
+        assert agg.add(r(0, step)) == []
+    assert [s.index for s in agg.add(r(1, 0))] == [0]
+    assert [s.index for s in agg.add(r(1, 1))] == [1]
+
+
+def test_finishing_early_is_a_mismatch_as_soon_as_it_is_certain():
+    agg = StepAggregator(2)
+    agg.add(r(0, 0))
+    agg.add(r(1, 0))
+    agg.finish(0, 1)
+    with pytest.raises(ReportCountMismatch, match="rank 0 returned after 1 report, rank 1 "
+                                                  "reported 2 times") as info:
+        agg.add(r(1, 1))
+    assert info.value.rank == 0
+
+
+def test_report_after_another_finished_with_more():
+    agg = StepAggregator(2)
+    agg.add(r(0, 0))
+    agg.add(r(0, 1))
+    with pytest.raises(ReportCountMismatch):
+        agg.finish(1, 0)
+
+
+def test_all_finished():
+    agg = StepAggregator(2)
+    agg.finish(0, 0)
+    assert not agg.all_finished()
+    agg.finish(1, 0)
+    assert agg.all_finished()

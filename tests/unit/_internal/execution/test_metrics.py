@@ -1,0 +1,43 @@
+import math
+
+import numpy as np
+import pytest
+
+from lockstep._core.errors import UsageError
+from lockstep._internal.execution.metrics import check_reserved, check_score, clean_metrics
+
+
+def test_plain_and_numpy_values():
+    cleaned = clean_metrics({"loss": np.float32(0.5), "n": np.int64(3), "nested": {"a": [1, 2]}})
+    assert cleaned == {"loss": 0.5, "n": 3, "nested": {"a": [1, 2]}}
+    assert type(cleaned["n"]) is int
+
+
+def test_nan_is_a_number():
+    assert math.isnan(clean_metrics({"loss": float("nan")})["loss"])
+
+
+def test_not_serialisable_names_the_key():
+    with pytest.raises(UsageError, match=r"metric 'weights' is a ndarray.*HINT"):
+        clean_metrics({"loss": 1.0, "weights": np.zeros(3)})
+    with pytest.raises(UsageError, match="metric 'obj' is a object"):
+        clean_metrics({"obj": object()})
+
+
+def test_not_a_dict():
+    with pytest.raises(UsageError, match="takes a dict of metrics, got list"):
+        clean_metrics([1, 2])
+
+
+def test_reserved_names():
+    with pytest.raises(UsageError, match="'training_iteration' is reserved"):
+        check_reserved({"training_iteration": 3})
+
+
+def test_score_attribute():
+    check_score({"loss": 1.0}, "loss")
+    check_score({}, None)
+    with pytest.raises(UsageError, match=r"'acc' is missing .*\['loss'\]"):
+        check_score({"loss": 1.0}, "acc")
+    with pytest.raises(UsageError, match="must be a number"):
+        check_score({"acc": "high"}, "acc")
