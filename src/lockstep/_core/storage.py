@@ -184,8 +184,10 @@ class StorageDir:
         if self.is_local:
             os.rename(src, dst)
             _fsync_dir(os.path.dirname(dst))
-        else:
+        elif self.fs.exists(src):
             self.fs.mv(src, dst, recursive=True)
+        else:  # object stores have no empty directories: an empty upload left nothing
+            self.fs.makedirs(dst, exist_ok=True)
 
     def remove(self, rel: str) -> None:
         """Delete a file or a directory tree; missing is fine."""
@@ -203,6 +205,7 @@ class StorageDir:
     def upload_dir(self, local_dir: str, dst_rel: str) -> None:
         """Copy every file under the local ``local_dir`` into ``dst_rel``, merging."""
         dst = self.join(dst_rel)
+        self.makedirs(dst_rel)  # an empty checkpoint is still a checkpoint
         for rel in _walk_files(local_dir):
             src = os.path.join(local_dir, rel)
             if self.is_local:

@@ -37,7 +37,10 @@ class TestScalingConfig:
     def test_gpu_resources_need_use_gpu(self):
         with pytest.raises(ValueError, match="use_gpu=False"):
             ScalingConfig(num_workers=1, resources_per_worker={"GPU": 0.5})
-        assert ScalingConfig(use_gpu=True, resources_per_worker={"GPU": 0.5}).num_gpus_per_worker == 0.5
+        assert (
+            ScalingConfig(use_gpu=True, resources_per_worker={"GPU": 0.5}).num_gpus_per_worker
+            == 0.5
+        )
 
     def test_negative_resource(self):
         with pytest.raises(ValueError, match=r"resources_per_worker\['CPU'\]"):
@@ -50,7 +53,9 @@ class TestScalingConfig:
             ScalingConfig(executor="k8s")  # type: ignore[arg-type]
 
     def test_coerce_accepts_the_older_dict_form(self):
-        assert ScalingConfig.coerce({"num_workers": 2, "use_gpu": False}) == ScalingConfig(num_workers=2)
+        assert ScalingConfig.coerce({"num_workers": 2, "use_gpu": False}) == ScalingConfig(
+            num_workers=2
+        )
         assert ScalingConfig.coerce(None) == ScalingConfig()
         with pytest.raises(ValueError, match=r"unknown keys \['workers'\]"):
             ScalingConfig.coerce({"workers": 2})

@@ -5,8 +5,9 @@ from lockstep._core.errors import TrainingFailedError, WorkerFailure
 
 
 def _failure(rank, time, **kw):
-    return WorkerFailure(rank=rank, pid=100 + rank, kind="exception", summary=f"rank {rank} broke",
-                         time=time, **kw)
+    return WorkerFailure(
+        rank=rank, pid=100 + rank, kind="exception", summary=f"rank {rank} broke", time=time, **kw
+    )
 
 
 def test_root_cause_is_the_first_failure_by_time():
@@ -20,7 +21,9 @@ def test_root_cause_is_the_first_failure_by_time():
 
 def test_describe_exit():
     assert WorkerFailure.describe_exit(1, 4242, -signal.SIGKILL) == (
-        "signal", "rank 1 (pid 4242) was killed by SIGKILL")
+        "signal",
+        "rank 1 (pid 4242) was killed by SIGKILL",
+    )
     kind, summary = WorkerFailure.describe_exit(0, 7, 3)
     assert kind == "exit" and "exited with code 3" in summary
 

@@ -11,7 +11,9 @@ def test_default_and_override(monkeypatch):
 
 def test_bad_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("LOCKSTEP_PROGRESS_INTERVAL_S", "soon")
-    with pytest.raises(ValueError, match="LOCKSTEP_PROGRESS_INTERVAL_S='soon' is not a valid float"):
+    with pytest.raises(
+        ValueError, match="LOCKSTEP_PROGRESS_INTERVAL_S='soon' is not a valid float"
+    ):
         flags.PROGRESS_INTERVAL_S.get()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import time
 import traceback
@@ -16,8 +17,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from lockstep._core.errors import UsageError, WorkerFailure
+from lockstep._core.storage import MARKER_FILE
 from lockstep._internal.execution import session as session_module
 from lockstep._internal.execution.messages import Failed, Returned, WorkerStart
+
+
+class WorkerStopped(BaseException):
+    """The driver asked this worker to stop (SIGTERM); raised in its main thread."""
 
 
 def run_worker(conn: Connection, *, in_process: bool) -> int:
@@ -30,12 +36,16 @@ def run_worker(conn: Connection, *, in_process: bool) -> int:
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
+        _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         value = _run_function(start.train_fn)
         payload = _pickle_return_value(value, start.context.world_rank)
         session.close()
         session.send(Returned(start.context.world_rank, payload, session.num_reports))
         return 0
+    except WorkerStopped:
+        session.close()
+        return 128 + signal.SIGTERM
     except BaseException as exc:
         session.close()
         _send_failure(session, start.context.world_rank, exc)
@@ -45,6 +55,19 @@ def run_worker(conn: Connection, *, in_process: bool) -> int:
             backend.on_worker_shutdown(start.context)
         finally:
             session_module.install(None, process_wide=not in_process)
+
+
+def _check_run_dir_visible(start: WorkerStart) -> None:
+    """Checkpoints are written by the workers: they must see the driver's run directory."""
+    if not start.run_dir.exists(MARKER_FILE):
+        import socket
+
+        raise UsageError(
+            f"rank {start.context.world_rank} on host {socket.gethostname()!r} cannot see the "
+            f"run directory {start.run_dir.uri!r} that the driver created. HINT: put "
+            "storage_path on storage every worker shares (a local path on one machine, an "
+            "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
+        )
 
 
 def _run_function(train_fn: bytes) -> Any:
@@ -113,7 +136,6 @@ def _die_with_parent(parent_pid: int) -> None:
     """Ask Linux to kill this process when the driver dies, even if it hangs in C code."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
@@ -121,8 +143,14 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _stop(signum: int, frame: object) -> None:
+    # Unwind the user's code, so that its `with` blocks and `finally` clauses clean up.
+    raise WorkerStopped()
+
+
 def main() -> None:
     fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
+    signal.signal(signal.SIGTERM, _stop)
     _die_with_parent(parent_pid)
     conn = Connection(fd)
     sys.exit(run_worker(conn, in_process=False))

@@ -16,8 +16,9 @@ from lockstep._internal.execution.worker_group import WorkerGroupSpec
 class FakeWorkerGroup:
     """Each attempt pops the next script: a list of polls, each a list of events."""
 
-    def __init__(self, scripts: deque[list[list[WorkerEvent]]], log: list[str],
-                 fail_start: bool = False) -> None:
+    def __init__(
+        self, scripts: deque[list[list[WorkerEvent]]], log: list[str], fail_start: bool = False
+    ) -> None:
         self._polls = deque(scripts.popleft())
         self.log = log
         self.fail_start = fail_start
@@ -28,7 +29,9 @@ class FakeWorkerGroup:
         if self.fail_start:
             raise OSError("no processes today")
         self.spec = spec
-        self.log.append(f"start offset={spec.step_offset} ckpt={spec.checkpoint and spec.checkpoint.path.rsplit('/', 1)[-1]}")
+        self.log.append(
+            f"start offset={spec.step_offset} ckpt={spec.checkpoint and spec.checkpoint.path.rsplit('/', 1)[-1]}"
+        )
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events = self._polls.popleft() if self._polls else []

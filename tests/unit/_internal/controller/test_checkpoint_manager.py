@@ -45,13 +45,17 @@ def test_without_score_keeps_the_newest(run_dir):
     assert on_disk(run_dir) == ["checkpoint_000003", "checkpoint_000004"]
 
 
-@pytest.mark.parametrize(("order", "scores", "expected"), [
-    ("max", [1, 5, 3, 2], ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]),
-    ("min", [1, 5, 3, 2], ["checkpoint_000000", "checkpoint_000003"]),
-])
+@pytest.mark.parametrize(
+    ("order", "scores", "expected"),
+    [
+        ("max", [1, 5, 3, 2], ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]),
+        ("min", [1, 5, 3, 2], ["checkpoint_000000", "checkpoint_000003"]),
+    ],
+)
 def test_keeps_best_by_score_plus_latest(run_dir, order, scores, expected):
-    config = CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="acc",
-                              checkpoint_score_order=order)
+    config = CheckpointConfig(
+        num_to_keep=2, checkpoint_score_attribute="acc", checkpoint_score_order=order
+    )
     manager = CheckpointManager.open(run_dir, config)
     for i, score in enumerate(scores):
         commit(manager, run_dir, i, acc=score)

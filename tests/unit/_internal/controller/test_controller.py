@@ -29,8 +29,13 @@ from .fake_group import FakeWorkerGroup
 
 
 def report(rank, step, checkpointed=False, **metrics):
-    return Report(rank=rank, step=step, metrics={"step": step, **metrics}, checkpointed=checkpointed,
-                  time=1000.0 + step)
+    return Report(
+        rank=rank,
+        step=step,
+        metrics={"step": step, **metrics},
+        checkpointed=checkpointed,
+        time=1000.0 + step,
+    )
 
 
 def returned(rank, num_reports, value=None):
@@ -40,8 +45,16 @@ def returned(rank, num_reports, value=None):
 
 
 def failed(rank, time, retryable=True):
-    return Failed(WorkerFailure(rank=rank, pid=10 + rank, kind="exception",
-                                summary=f"rank {rank} raised", time=time, retryable=retryable))
+    return Failed(
+        WorkerFailure(
+            rank=rank,
+            pid=10 + rank,
+            kind="exception",
+            summary=f"rank {rank} raised",
+            time=time,
+            retryable=retryable,
+        )
+    )
 
 
 class Recorder(UserCallback):
@@ -55,8 +68,17 @@ class Recorder(UserCallback):
         self.exceptions.append(sorted(worker_exceptions))
 
 
-def make_controller(tmp_path, scripts, *, num_workers=2, max_failures=0, keep=None,
-                    score=None, callbacks=(), fail_start=False):
+def make_controller(
+    tmp_path,
+    scripts,
+    *,
+    num_workers=2,
+    max_failures=0,
+    keep=None,
+    score=None,
+    callbacks=(),
+    fail_start=False,
+):
     run_dir = StorageDir.from_uri(tmp_path / "run")
     run_dir.makedirs()
     log: list[str] = []
@@ -68,12 +90,18 @@ def make_controller(tmp_path, scripts, *, num_workers=2, max_failures=0, keep=No
         groups.append(group)
         return group
 
-    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=score,
-                              checkpoint_score_order="min")
+    config = CheckpointConfig(
+        num_to_keep=keep, checkpoint_score_attribute=score, checkpoint_score_order="min"
+    )
     controller = TrainController(
         make_worker_group=make_group,
-        spec=WorkerGroupSpec(num_workers=num_workers, experiment_name="exp", train_fn=b"",
-                             backend=BackendConfig().make_backend(), run_dir=run_dir),
+        spec=WorkerGroupSpec(
+            num_workers=num_workers,
+            experiment_name="exp",
+            train_fn=b"",
+            backend=BackendConfig().make_backend(),
+            run_dir=run_dir,
+        ),
         checkpoints=CheckpointManager.open(run_dir, config),
         run_log=RunLog(run_dir),
         failure_policy=FailurePolicy(FailureConfig(max_failures=max_failures)),
@@ -108,8 +136,12 @@ def test_happy_path_commits_checkpoints_and_returns_rank0(tmp_path):
     assert result.metrics == {"step": 1, "loss": 2.0}
     assert result.return_value == {"ok": 1}
     assert os.path.basename(result.checkpoint.path) == "checkpoint_000001"
-    assert log == ["start offset=0 ckpt=None", "notify step=0 checkpoint_000000",
-                   "notify step=1 checkpoint_000001", "shutdown"]
+    assert log == [
+        "start offset=0 ckpt=None",
+        "notify step=0 checkpoint_000000",
+        "notify step=1 checkpoint_000001",
+        "shutdown",
+    ]
     assert recorder.reports == [
         ([{"step": 0, "loss": 3.0}, {"step": 0, "loss": 9.0}], "checkpoint_000000"),
         ([{"step": 1, "loss": 2.0}, {"step": 1, "loss": 8.0}], "checkpoint_000001"),
@@ -123,8 +155,9 @@ def test_failure_restarts_from_latest_checkpoint(tmp_path):
     recorder = Recorder()
     first = [[report(0, 0, True), report(1, 0)], [failed(1, time=5.0)]]
     second = [[report(0, 0, True), report(1, 0)], [returned(0, 1), returned(1, 1)]]
-    controller, log, run_dir = make_controller(tmp_path, [first, second], max_failures=1,
-                                               callbacks=[recorder])
+    controller, log, run_dir = make_controller(
+        tmp_path, [first, second], max_failures=1, callbacks=[recorder]
+    )
     controller.step()
     controller.step()
     controller.step()
@@ -133,8 +166,12 @@ def test_failure_restarts_from_latest_checkpoint(tmp_path):
     assert controller.state == Starting(1)
     result = controller.run()
     assert log == [
-        "start offset=0 ckpt=None", "notify step=0 checkpoint_000000", "shutdown",
-        "start offset=1 ckpt=checkpoint_000000", "notify step=0 checkpoint_000001", "shutdown",
+        "start offset=0 ckpt=None",
+        "notify step=0 checkpoint_000000",
+        "shutdown",
+        "start offset=1 ckpt=checkpoint_000000",
+        "notify step=0 checkpoint_000001",
+        "shutdown",
     ]
     assert recorder.exceptions == [[1]]
     assert result.metrics_dataframe["training_iteration"].tolist() == [1, 2]
@@ -163,8 +200,11 @@ def test_misuse_is_not_retried(tmp_path):
 def test_report_count_mismatch_is_an_error_not_a_hang(tmp_path):
     script = [[report(0, 0), report(1, 0)], [returned(1, 1)], [report(0, 1, True)]]
     controller, _, _ = make_controller(tmp_path, [script], max_failures=3)
-    with pytest.raises(TrainingFailedError, match=r"different number of times: rank 1 returned "
-                                                  r"after 1 report, rank 0 reported 2 times"):
+    with pytest.raises(
+        TrainingFailedError,
+        match=r"different number of times: rank 1 returned "
+        r"after 1 report, rank 0 reported 2 times",
+    ):
         controller.run()
 
 
@@ -184,4 +224,6 @@ def test_retention_keeps_best_and_latest(tmp_path):
     kept = sorted(n for n in run_dir.listdir() if n.startswith("checkpoint_"))
     assert kept == ["checkpoint_000001", "checkpoint_000003"]  # best (1.0) and latest
     assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == [
-        "checkpoint_000003", "checkpoint_000001"]  # worst to best
+        "checkpoint_000003",
+        "checkpoint_000001",
+    ]  # worst to best

@@ -8,13 +8,21 @@ RESTART, RAISE = FailureDecision.RESTART, FailureDecision.RAISE
 
 
 def failures(retryable=True):
-    return {0: WorkerFailure(rank=0, pid=1, kind="exit", summary="x", time=0.0,
-                             retryable=retryable)}
+    return {
+        0: WorkerFailure(rank=0, pid=1, kind="exit", summary="x", time=0.0, retryable=retryable)
+    }
 
 
-@pytest.mark.parametrize(("max_failures", "restarts", "decision"), [
-    (0, 0, RAISE), (2, 0, RESTART), (2, 1, RESTART), (2, 2, RAISE), (-1, 1000, RESTART),
-])
+@pytest.mark.parametrize(
+    ("max_failures", "restarts", "decision"),
+    [
+        (0, 0, RAISE),
+        (2, 0, RESTART),
+        (2, 1, RESTART),
+        (2, 2, RAISE),
+        (-1, 1000, RESTART),
+    ],
+)
 def test_budget(max_failures, restarts, decision):
     policy = FailurePolicy(FailureConfig(max_failures=max_failures))
     assert policy.decide(failures(), num_restarts=restarts) is decision

@@ -30,8 +30,9 @@ def test_finishing_early_is_a_mismatch_as_soon_as_it_is_certain():
     agg.add(r(0, 0))
     agg.add(r(1, 0))
     agg.finish(0, 1)
-    with pytest.raises(ReportCountMismatch, match="rank 0 returned after 1 report, rank 1 "
-                                                  "reported 2 times") as info:
+    with pytest.raises(
+        ReportCountMismatch, match="rank 0 returned after 1 report, rank 1 reported 2 times"
+    ) as info:
         agg.add(r(1, 1))
     assert info.value.rank == 0
 

@@ -1,0 +1,362 @@
+"""The worker-group contract: what every executor must do, checked through a real fit().
+
+A new executor subclasses WorkerGroupContract and overrides the ``scaling_config`` fixture
+(and ``can_kill_workers`` when its workers are not separate processes).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+
+import psutil
+import pytest
+
+from lockstep import train
+from lockstep.testing import Fault, train_epochs
+from lockstep.train import (
+    Checkpoint,
+    CheckpointConfig,
+    DataParallelTrainer,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+    TrainingFailedError,
+    UserCallback,
+)
+
+
+class Recorder(UserCallback):
+    def __init__(self):
+        self.metrics: list[list[dict]] = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.metrics.append(metrics)
+
+
+def on_disk(result):
+    return sorted(n for n in os.listdir(result.path) if n.startswith("checkpoint_"))
+
+
+def epochs_in(result):
+    return [row["epoch"] for row in result.metrics_dataframe.to_dict("records")]
+
+
+class WorkerGroupContract:
+    can_kill_workers = True
+
+    @pytest.fixture
+    def scaling_config(self) -> ScalingConfig:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def world_size(self, scaling_config) -> int:
+        return max(1, scaling_config.num_workers)
+
+    def fit(self, fn, scaling_config, run_config, **kwargs):
+        return DataParallelTrainer(
+            fn, scaling_config=scaling_config, run_config=run_config, **kwargs
+        ).fit()
+
+    # reports and results
+
+    def test_reports_are_recorded_in_order(self, scaling_config, run_config):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            for i in range(20):
+                train.report({"i": i, "rank": rank})
+
+        result = self.fit(train_func, scaling_config, run_config)
+        assert result.metrics == {"i": 19, "rank": 0}
+        rows = result.metrics_dataframe.to_dict("records")
+        assert [r["i"] for r in rows] == list(range(20))
+        assert [r["training_iteration"] for r in rows] == list(range(1, 21))
+        assert {r["rank"] for r in rows} == {0}
+        assert result.checkpoint is None and result.best_checkpoints == []
+
+    def test_context_values(self, scaling_config, run_config, world_size):
+        recorder = Recorder()
+
+        def train_func():
+            ctx = train.get_context()
+            train.report(
+                {
+                    "world_rank": ctx.get_world_rank(),
+                    "world_size": ctx.get_world_size(),
+                    "local_rank": ctx.get_local_rank(),
+                    "local_world_size": ctx.get_local_world_size(),
+                    "node_rank": ctx.get_node_rank(),
+                    "name": ctx.get_experiment_name(),
+                    "metadata": ctx.get_metadata(),
+                }
+            )
+
+        config = RunConfig(
+            name="ctx", storage_path=run_config.storage_path, verbose=0, callbacks=[recorder]
+        )
+        self.fit(train_func, scaling_config, config, metadata={"owner": "me"})
+        (step,) = recorder.metrics
+        assert [m["world_rank"] for m in step] == list(range(world_size))
+        assert sorted(m["local_rank"] for m in step) == list(range(world_size))
+        assert {m["world_size"] for m in step} == {world_size}
+        assert {m["local_world_size"] for m in step} == {world_size}
+        assert {m["node_rank"] for m in step} == {0}
+        assert {m["name"] for m in step} == {"ctx"}
+        assert step[0]["metadata"] == {"owner": "me"}
+
+    def test_return_value_is_rank_zeros(self, scaling_config, run_config):
+        result = self.fit(
+            lambda: {"rank": train.get_context().get_world_rank()}, scaling_config, run_config
+        )
+        assert result.return_value == {"rank": 0}
+        assert result.metrics is None
+
+    def test_function_with_config(self, scaling_config, run_config):
+        result = self.fit(
+            lambda config: config["x"] * 2, scaling_config, run_config, train_loop_config={"x": 21}
+        )
+        assert result.return_value == 42
+
+    # checkpoints
+
+    def test_checkpoints_retained_on_disk(self, scaling_config, run_config):
+        config = RunConfig(
+            name="keep",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="max"
+            ),
+        )
+        result = self.fit(train_epochs, scaling_config, config, train_loop_config={"epochs": 5})
+        # highest loss first: epochs 0 and 1, plus the latest (4) until a newer one exists
+        assert on_disk(result) == ["checkpoint_000000", "checkpoint_000001", "checkpoint_000004"]
+        assert os.listdir(os.path.join(result.path, "checkpoint_000001")) == ["epoch.txt"]
+        assert result.checkpoint.path == os.path.join(result.path, "checkpoint_000004")
+        assert [m["epoch"] for _, m in result.best_checkpoints] == [4, 1, 0]
+        assert result.get_best_checkpoint("loss", "min") == result.checkpoint
+        assert not os.path.exists(os.path.join(result.path, ".staging"))
+
+    def test_checkpoint_files_merge_from_every_rank(self, scaling_config, run_config, world_size):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                with open(os.path.join(d, f"rank{rank}.txt"), "w") as f:
+                    f.write(str(rank))
+                train.report({"rank": rank}, checkpoint=Checkpoint.from_directory(d))
+            return train.get_checkpoint().path
+
+        result = self.fit(train_func, scaling_config, run_config)
+        expected = [f"rank{r}.txt" for r in range(world_size)]
+        assert sorted(os.listdir(result.checkpoint.path)) == expected
+        assert result.return_value == result.checkpoint.path
+
+    def test_every_rank_sees_each_committed_checkpoint(self, scaling_config, run_config):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            seen = []
+            for epoch in range(3):
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    checkpoint = Checkpoint.from_directory(d) if rank == 0 else None
+                    train.report({"epoch": epoch}, checkpoint=checkpoint)
+                train.collective.barrier()
+                seen.append(os.path.basename(train.get_checkpoint().path))
+            train.report({"seen": seen})
+
+        result = self.fit(train_func, scaling_config, run_config)
+        assert result.metrics["seen"] == [
+            "checkpoint_000000",
+            "checkpoint_000001",
+            "checkpoint_000002",
+        ]
+
+    def test_rerun_with_same_name_continues(self, scaling_config, run_config):
+        first = self.fit(train_epochs, scaling_config, run_config, train_loop_config={"epochs": 3})
+        second = self.fit(train_epochs, scaling_config, run_config, train_loop_config={"epochs": 5})
+        assert first.return_value == 3 and second.return_value == 2
+        assert epochs_in(second) == [0, 1, 2, 3, 4]
+        assert second.metrics_dataframe["training_iteration"].tolist() == [1, 2, 3, 4, 5]
+
+    def test_resume_from_checkpoint_starts_a_new_run(self, scaling_config, run_config, tmp_path):
+        first = self.fit(train_epochs, scaling_config, run_config, train_loop_config={"epochs": 2})
+        other = RunConfig(name="other", storage_path=run_config.storage_path, verbose=0)
+        second = self.fit(
+            train_epochs,
+            scaling_config,
+            other,
+            train_loop_config={"epochs": 4},
+            resume_from_checkpoint=first.checkpoint,
+        )
+        assert epochs_in(second) == [2, 3]
+        assert first.path != second.path
+
+    # failures
+
+    def test_retry_after_exception_resumes_from_checkpoint(
+        self, scaling_config, run_config, world_size
+    ):
+        last = world_size - 1
+        config = RunConfig(
+            name="retry",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            failure_config=FailureConfig(max_failures=1),
+        )
+        result = self.fit(
+            train_epochs,
+            scaling_config,
+            config,
+            train_loop_config={"epochs": 5, "faults": [Fault(kind="raise", rank=last, at_epoch=2)]},
+        )
+        assert result.return_value == 3  # the second attempt started at epoch 2
+        assert result.metrics["epoch"] == 4
+        assert epochs_in(result) == [0, 1, 2, 3, 4]
+
+    def test_exception_fails_with_the_users_traceback(self, scaling_config, run_config):
+        def train_func():
+            train.report({"step": 0})
+            raise ValueError("bad batch")
+
+        with pytest.raises(TrainingFailedError) as info:
+            self.fit(train_func, scaling_config, run_config)
+        message = str(info.value)
+        assert message.startswith("Training failed: rank ")
+        assert "raised ValueError: bad batch" in message
+        frames = [line for line in message.splitlines() if line.strip().startswith("File ")]
+        assert frames[0].endswith(", in train_func") and __file__ in frames[0]
+        assert isinstance(info.value.root_cause.exception, ValueError)
+
+    def test_report_misuse_is_not_retried(self, scaling_config, run_config):
+        config = RunConfig(
+            name="misuse",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            failure_config=FailureConfig(max_failures=3),
+        )
+
+        def train_func():
+            train.report({"weights": object()})
+
+        with pytest.raises(TrainingFailedError, match="metric 'weights' is a object") as info:
+            self.fit(train_func, scaling_config, config)
+        assert "after" not in str(info.value).splitlines()[0]  # no restart happened
+
+    def test_score_attribute_missing_from_metrics(self, scaling_config, run_config):
+        config = RunConfig(
+            name="score",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            checkpoint_config=CheckpointConfig(checkpoint_score_attribute="acc"),
+        )
+        with pytest.raises(TrainingFailedError, match="'acc' is missing from the metrics"):
+            self.fit(train_epochs, scaling_config, config, train_loop_config={"epochs": 1})
+
+    def test_unknown_dataset_name_lists_the_names_given(self, scaling_config, run_config):
+        with pytest.raises(TrainingFailedError, match=r"no dataset by that name.*none"):
+            self.fit(lambda: train.get_dataset_shard("train"), scaling_config, run_config)
+
+    def test_checkpoint_directory_deleted_before_report(self, scaling_config, run_config):
+        def train_func():
+            with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                checkpoint = Checkpoint.from_directory(d)
+            train.report({"x": 1}, checkpoint=checkpoint)
+
+        with pytest.raises(TrainingFailedError, match="no longer exists"):
+            self.fit(train_func, scaling_config, run_config)
+
+    # collectives
+
+    def test_collectives(self, scaling_config, run_config, world_size):
+        token = secrets.token_hex(4)
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            train.collective.barrier()
+            value = train.collective.broadcast_from_rank_zero(token if rank == 0 else None)
+            return value
+
+        result = self.fit(train_func, scaling_config, run_config)
+        assert result.return_value == token
+
+
+class ProcessDeathContract(WorkerGroupContract):
+    """For executors whose workers are processes that can be killed."""
+
+    @pytest.mark.parametrize(
+        "fault",
+        [
+            Fault(kind="exit", rank=0, at_epoch=1, exit_code=3),
+            Fault(kind="signal", rank=0, at_epoch=1),
+        ],
+    )
+    def test_retry_after_worker_death(self, scaling_config, run_config, fault):
+        config = RunConfig(
+            name="death",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            failure_config=FailureConfig(max_failures=1),
+        )
+        result = self.fit(
+            train_epochs, scaling_config, config, train_loop_config={"epochs": 3, "faults": [fault]}
+        )
+        assert epochs_in(result) == [0, 1, 2]
+        assert result.return_value == 2
+
+    @pytest.mark.parametrize(
+        ("fault", "message"),
+        [
+            (
+                Fault(kind="exit", rank=0, at_epoch=1, exit_code=3),
+                r"rank 0 \(pid \d+\) exited with code 3",
+            ),
+            (Fault(kind="signal", rank=0, at_epoch=1), r"rank 0 \(pid \d+\) was killed by SIGKILL"),
+        ],
+    )
+    def test_death_is_reported_with_pid_and_cause(self, scaling_config, run_config, fault, message):
+        with pytest.raises(TrainingFailedError, match=message) as info:
+            self.fit(
+                train_epochs,
+                scaling_config,
+                run_config,
+                train_loop_config={"epochs": 3, "faults": [fault]},
+            )
+        assert not psutil.Process().children(recursive=True)
+        assert (
+            not psutil.pid_exists(info.value.root_cause.pid)
+            or psutil.Process(info.value.root_cause.pid).status() == psutil.STATUS_ZOMBIE
+        )
+
+    def test_failure_while_another_rank_hangs(self, scaling_config, run_config, world_size):
+        if world_size < 2:
+            pytest.skip("needs two workers")
+        faults = [Fault(kind="hang", rank=0, at_epoch=1), Fault(kind="raise", rank=1, at_epoch=1)]
+        with pytest.raises(TrainingFailedError, match="rank 1 .* raised InjectedFailure"):
+            self.fit(
+                train_epochs,
+                scaling_config,
+                run_config,
+                train_loop_config={"epochs": 3, "faults": faults},
+            )
+
+    def test_report_count_mismatch_fails_without_hanging(self, scaling_config, run_config):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            for i in range(3 if rank == 0 else 2):
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    train.report({"i": i}, checkpoint=Checkpoint.from_directory(d))
+
+        with pytest.raises(TrainingFailedError, match="different number of times"):
+            self.fit(train_func, scaling_config, run_config)
+
+    def test_collective_mismatch_fails_without_hanging(self, scaling_config, run_config):
+        def train_func():
+            if train.get_context().get_world_rank() == 0:
+                train.collective.barrier()
+
+        with pytest.raises(
+            TrainingFailedError,
+            match=r"returned from the training function "
+            r"while rank 0 waits in barrier\(\)",
+        ):
+            self.fit(train_func, scaling_config, run_config)
