@@ -50,7 +50,7 @@ def test_metadata_get_set_update(local_dir):
 
 def test_not_a_path(local_dir):
     with pytest.raises(TypeError, match="as_directory"):
-        open(Checkpoint.from_directory(local_dir))  # type: ignore[call-overload]
+        os.fspath(Checkpoint.from_directory(local_dir))
 
 
 def test_pickle_and_equality(local_dir):
@@ -69,7 +69,8 @@ def test_remote_checkpoint_downloads_and_cleans_up(local_dir):
         checkpoint = Checkpoint("memory:///lockstep-ckpt-test")
         assert not checkpoint.is_local
         with checkpoint.as_directory() as d:
-            assert open(os.path.join(d, "sub", "opt.txt")).read() == "opt"
+            with open(os.path.join(d, "sub", "opt.txt")) as f:
+                assert f.read() == "opt"
             held = d
         assert not os.path.exists(held)
         checkpoint.set_metadata({"remote": True})

@@ -1,5 +1,6 @@
 import pytest
 
+from lockstep._core.callback import UserCallback
 from lockstep._core.config import (
     CheckpointConfig,
     DataConfig,
@@ -7,7 +8,6 @@ from lockstep._core.config import (
     RunConfig,
     ScalingConfig,
 )
-from lockstep._core.callback import UserCallback
 
 
 class TestScalingConfig:

@@ -29,9 +29,8 @@ class FakeWorkerGroup:
         if self.fail_start:
             raise OSError("no processes today")
         self.spec = spec
-        self.log.append(
-            f"start offset={spec.step_offset} ckpt={spec.checkpoint and spec.checkpoint.path.rsplit('/', 1)[-1]}"
-        )
+        name = spec.checkpoint.path.rsplit("/", 1)[-1] if spec.checkpoint else None
+        self.log.append(f"start offset={spec.step_offset} ckpt={name}")
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events = self._polls.popleft() if self._polls else []

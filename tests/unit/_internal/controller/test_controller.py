@@ -113,7 +113,7 @@ def make_controller(
 
 def test_steps_one_transition_at_a_time(tmp_path):
     script = [[report(0, 0), report(1, 0)], [returned(0, 1, "done"), returned(1, 1)]]
-    controller, log, _ = make_controller(tmp_path, [script])
+    controller, _log, _ = make_controller(tmp_path, [script])
     assert controller.state == Starting(0)
     controller.step()
     assert controller.state == Running(0)
@@ -155,7 +155,7 @@ def test_failure_restarts_from_latest_checkpoint(tmp_path):
     recorder = Recorder()
     first = [[report(0, 0, True), report(1, 0)], [failed(1, time=5.0)]]
     second = [[report(0, 0, True), report(1, 0)], [returned(0, 1), returned(1, 1)]]
-    controller, log, run_dir = make_controller(
+    controller, log, _run_dir = make_controller(
         tmp_path, [first, second], max_failures=1, callbacks=[recorder]
     )
     controller.step()
@@ -180,7 +180,7 @@ def test_failure_restarts_from_latest_checkpoint(tmp_path):
 
 def test_raises_first_failure_by_time_when_budget_is_spent(tmp_path):
     script = [[report(0, 0), report(1, 0)], [failed(0, time=9.0), failed(1, time=3.0)]]
-    controller, log, run_dir = make_controller(tmp_path, [script], max_failures=0)
+    controller, _log, run_dir = make_controller(tmp_path, [script], max_failures=0)
     with pytest.raises(TrainingFailedError, match="rank 1 raised") as info:
         controller.run()
     assert info.value.root_cause.rank == 1 and sorted(info.value.worker_failures) == [0, 1]
