@@ -7,6 +7,7 @@ Each test must leave no child process, no thread, no environment variable change
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -32,8 +33,13 @@ def _children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
+# fsspec runs one IO loop thread per process for its async filesystems (s3fs), by design;
+# it is started on first use and lives as long as the process.
+LIBRARY_THREADS = ("fsspecIO", "asyncio_")
+
+
 def _threads() -> set[threading.Thread]:
-    return set(threading.enumerate())
+    return {t for t in threading.enumerate() if not t.name.startswith(LIBRARY_THREADS)}
 
 
 def _environment() -> dict[str, str]:
@@ -83,3 +89,41 @@ def no_leaks() -> Iterator[None]:
 def run_config(tmp_path: Path) -> RunConfig:
     """A quiet run in this test's own directory."""
     return RunConfig(name="run", storage_path=str(tmp_path / "runs"), verbose=0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real S3 API (moto's server) on a local port, with bucket ``lockstep-runs``.
+
+    The endpoint goes through the environment, so worker processes reach it too.
+    """
+    import fsspec
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        # moto keeps its buckets per process: start every test from none
+        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+        }.items():
+            monkeypatch.setenv(key, value)
+        fsspec.filesystem("s3").clear_instance_cache()
+        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
+        yield endpoint
+    finally:
+        fsspec.filesystem("s3").clear_instance_cache()
+        server.stop()

@@ -124,7 +124,7 @@ class StorageDir:
         target = self.join(rel) if rel else self.path
         if self.is_local:
             return os.path.exists(target)
-        return bool(self.fs.exists(target))
+        return bool(self._fresh(target).exists(target))
 
     def makedirs(self, rel: str = "") -> None:
         target = self.join(rel) if rel else self.path
@@ -140,11 +140,20 @@ class StorageDir:
                 return sorted(os.listdir(self.path))
             except FileNotFoundError:
                 return []
-        if not self.fs.exists(self.path):
+        if not self._fresh(self.path).exists(self.path):
             return []
         return sorted(
             posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False)
         )
+
+    def _fresh(self, path: str) -> AbstractFileSystem:
+        """The filesystem, with what it cached about ``path`` forgotten.
+
+        Workers write into the run directory from other processes, so a listing this
+        process cached (s3fs and gcsfs cache them) may be stale.
+        """
+        self.fs.invalidate_cache(path)
+        return self.fs
 
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open(self.join(rel), "rb") as f:
@@ -184,9 +193,16 @@ class StorageDir:
         if self.is_local:
             os.rename(src, dst)
             _fsync_dir(os.path.dirname(dst))
-        elif self.fs.exists(src):
-            self.fs.mv(src, dst, recursive=True)
-        else:  # object stores have no empty directories: an empty upload left nothing
+        else:
+            # Object by object: fsspec's recursive mv also copies the pseudo-directory key,
+            # which does not exist on object stores. An empty upload leaves no object, and
+            # then there is nothing to copy.
+            prefix = src.rstrip("/") + "/"
+            files = self._fresh(src).find(src)
+            for path in files:
+                self.fs.copy(path, dst.rstrip("/") + "/" + path[len(prefix) :])
+            if self._fresh(src).exists(src):
+                self.fs.rm(src, recursive=True)
             self.fs.makedirs(dst, exist_ok=True)
 
     def remove(self, rel: str) -> None:
@@ -199,7 +215,7 @@ class StorageDir:
                 shutil.rmtree(target, ignore_errors=True)
             elif os.path.lexists(target):
                 os.remove(target)
-        elif self.fs.exists(target):
+        elif self._fresh(target).exists(target):
             self.fs.rm(target, recursive=True)
 
     def upload_dir(self, local_dir: str, dst_rel: str) -> None:
@@ -242,6 +258,7 @@ def _fsync_dir(path: str) -> None:
 def download_dir(fs: AbstractFileSystem, src: str, local_dir: str) -> None:
     """Copy every file under ``src`` on ``fs`` into the local directory ``local_dir``."""
     os.makedirs(local_dir, exist_ok=True)
+    fs.invalidate_cache(src)
     prefix = src.rstrip("/") + "/"
     files: Any = fs.find(src)
     for remote in files:

@@ -84,6 +84,12 @@ class TestMemoryStorage(StorageContract):
         StorageDir.from_uri(uri).remove("")
 
 
+class TestS3Storage(StorageContract):
+    @pytest.fixture
+    def root(self, s3_endpoint, request) -> StorageDir:
+        return StorageDir.from_uri(f"s3://lockstep-runs/{request.node.name}")
+
+
 def test_resolve_local_and_uri(tmp_path):
     assert storage.resolve(str(tmp_path)) == (None, str(tmp_path))
     assert storage.resolve("file://" + str(tmp_path))[1] == str(tmp_path)

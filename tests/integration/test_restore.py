@@ -1,0 +1,109 @@
+"""Continue a run whose driver was killed: workers die with it, restore picks up the rest."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+
+from lockstep.train import DataParallelTrainer, Result
+
+# No `if __name__ == "__main__"` guard, as in Ray Train scripts: workers never import __main__.
+SCRIPT = textwrap.dedent("""
+    import os, sys, tempfile, time
+    from lockstep import train
+    from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+
+    EPOCHS = 8
+
+    def train_func(config):
+        start = 0
+        if checkpoint := train.get_checkpoint():
+            with checkpoint.as_directory() as d:
+                start = int(open(os.path.join(d, "epoch.txt")).read()) + 1
+        for epoch in range(start, config["epochs"]):
+            time.sleep(config["sleep_s"])
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "epoch.txt"), "w").write(str(epoch))
+                train.report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
+        return config["epochs"] - start
+
+    DataParallelTrainer(
+        train_func, train_loop_config={"epochs": EPOCHS, "sleep_s": 0.3},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(name="killed", storage_path=sys.argv[1], verbose=0),
+    ).fit()
+""")
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def latest_checkpoint(run_dir):
+    try:
+        with open(os.path.join(run_dir, "run_state.json")) as f:
+            return json.load(f)["latest"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def test_restore_after_the_driver_is_killed(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    run_dir = str(tmp_path / "runs" / "killed")
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "runs")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: latest_checkpoint(run_dir) == "checkpoint_000002")
+        workers = psutil.Process(driver.pid).children()
+        assert len(workers) == 2
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        # workers do not outlive their driver
+        wait_for(
+            lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers),
+            timeout=10,
+        )
+    finally:
+        driver.kill()
+        driver.wait()
+
+    assert DataParallelTrainer.can_restore(run_dir)
+    assert not DataParallelTrainer.can_restore(str(tmp_path))
+    interrupted = Result.from_path(run_dir)
+    done_before = interrupted.metrics["epoch"]
+    assert done_before >= 2
+
+    result = DataParallelTrainer.restore(
+        run_dir, train_loop_config={"epochs": 8, "sleep_s": 0}
+    ).fit()
+    epochs = result.metrics_dataframe["epoch"].tolist()
+    resumed_at = int(open(os.path.join(interrupted.checkpoint.path, "epoch.txt")).read()) + 1
+    assert epochs[-(8 - resumed_at) :] == list(range(resumed_at, 8))
+    assert result.return_value == 8 - resumed_at
+    assert result.metrics == {"epoch": 7}
+    assert result.metrics_dataframe["training_iteration"].tolist() == list(
+        range(1, len(epochs) + 1)
+    )
+    assert not os.path.exists(os.path.join(run_dir, ".staging"))
+    assert Result.from_path(run_dir).checkpoint == result.checkpoint
+
+
+def test_restore_of_something_that_is_not_a_run(tmp_path):
+    import pytest
+
+    with pytest.raises(FileNotFoundError, match="holds no lockstep run"):
+        DataParallelTrainer.restore(str(tmp_path))
