@@ -91,7 +91,8 @@ def test_restore_after_the_driver_is_killed(tmp_path):
         run_dir, train_loop_config={"epochs": 8, "sleep_s": 0}
     ).fit()
     epochs = result.metrics_dataframe["epoch"].tolist()
-    resumed_at = int(open(os.path.join(interrupted.checkpoint.path, "epoch.txt")).read()) + 1
+    with open(os.path.join(interrupted.checkpoint.path, "epoch.txt")) as f:
+        resumed_at = int(f.read()) + 1
     assert epochs[-(8 - resumed_at) :] == list(range(resumed_at, 8))
     assert result.return_value == 8 - resumed_at
     assert result.metrics == {"epoch": 7}

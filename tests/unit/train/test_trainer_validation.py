@@ -101,7 +101,7 @@ def test_process_workers_cannot_share_memory_storage(tmp_path):
     from lockstep.train import TrainingFailedError
 
     try:
-        with pytest.raises(TrainingFailedError, match="cannot see the run directory.*memory://"):
+        with pytest.raises(TrainingFailedError, match=r"cannot see the run directory.*memory://"):
             trainer.fit()
     finally:
         import fsspec
