@@ -29,13 +29,12 @@ class Checkpoint:
         filesystem: An fsspec filesystem, when ``path`` is a path on it.
 
     Example:
-        >>> import tempfile, os
-        >>> d = tempfile.mkdtemp()
-        >>> open(os.path.join(d, "weights.txt"), "w").write("42")
-        2
-        >>> ckpt = Checkpoint.from_directory(d)
-        >>> with ckpt.as_directory() as path:
-        ...     print(open(os.path.join(path, "weights.txt")).read())
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with open(os.path.join(d, "weights.txt"), "w") as f:
+        ...         _ = f.write("42")
+        ...     with Checkpoint.from_directory(d).as_directory() as path:
+        ...         print(open(os.path.join(path, "weights.txt")).read())
         42
     """
 

@@ -31,8 +31,16 @@ class Result:
         return_value: What rank 0's training function returned.
 
     Example:
-        >>> result = Result.from_path("/tmp/runs/exp")  # doctest: +SKIP
-        >>> result.metrics["loss"], result.checkpoint  # doctest: +SKIP
+        >>> import os, tempfile
+        >>> from lockstep.testing import train_epochs
+        >>> from lockstep.train import DataParallelTrainer, RunConfig
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     run = RunConfig(name="exp", storage_path=storage, verbose=0)
+        ...     _ = DataParallelTrainer(train_epochs, train_loop_config={"epochs": 3},
+        ...                             run_config=run).fit()
+        ...     result = Result.from_path(os.path.join(storage, "exp"))
+        ...     print(result.metrics["epoch"], os.path.basename(result.checkpoint.path))
+        2 checkpoint_000002
     """
 
     metrics: dict[str, Any] | None

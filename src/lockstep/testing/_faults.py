@@ -91,12 +91,18 @@ def train_epochs(config: dict[str, Any]) -> int:
     ``config.get("checkpoint_every", 1)`` epochs. Returns the number of epochs it ran.
 
     Example:
+        >>> import tempfile
         >>> from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig
-        >>> trainer = DataParallelTrainer(  # doctest: +SKIP
-        ...     train_epochs,
-        ...     train_loop_config={"epochs": 4,
-        ...                        "faults": [Fault(kind="raise", rank=1, at_epoch=2)]},
-        ...     run_config=RunConfig(failure_config=FailureConfig(max_failures=1)))
+        >>> from lockstep.train import ScalingConfig
+        >>> fault = Fault(kind="raise", rank=1, at_epoch=2)
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     result = DataParallelTrainer(
+        ...         train_epochs, train_loop_config={"epochs": 4, "faults": [fault]},
+        ...         scaling_config=ScalingConfig(num_workers=2),
+        ...         run_config=RunConfig(storage_path=storage, verbose=0,
+        ...                              failure_config=FailureConfig(max_failures=1))).fit()
+        >>> result.metrics["epoch"], result.return_value  # the restart ran epochs 2 and 3
+        (3, 2)
     """
     faults: Sequence[Fault] = config.get("faults", ())
     every = int(config.get("checkpoint_every", 1))

@@ -33,9 +33,15 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> Non
         checkpoint: Files to keep, e.g. ``Checkpoint.from_directory(tmpdir)``.
 
     Example:
-        >>> def train_func(config):  # doctest: +SKIP
-        ...     for epoch in range(config["epochs"]):
+        >>> import tempfile
+        >>> from lockstep.train import DataParallelTrainer, RunConfig
+        >>> def train_func():
+        ...     for epoch in range(3):
         ...         report({"epoch": epoch, "loss": 1.0 / (epoch + 1)})
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     run = RunConfig(storage_path=storage, verbose=0)
+        ...     DataParallelTrainer(train_func, run_config=run).fit().metrics
+        {'epoch': 2, 'loss': 0.3333333333333333}
     """
     _require("report()").report(metrics, checkpoint)
 
@@ -44,10 +50,24 @@ def get_checkpoint() -> Checkpoint | None:
     """The latest committed checkpoint of this run, or the one to resume from, or None.
 
     Example:
-        >>> def train_func():  # doctest: +SKIP
-        ...     if (ckpt := get_checkpoint()):
-        ...         with ckpt.as_directory() as d:
-        ...             ...
+        >>> import os, tempfile
+        >>> from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig
+        >>> def train_func():
+        ...     start = 0
+        ...     if checkpoint := get_checkpoint():
+        ...         with checkpoint.as_directory() as d:
+        ...             start = int(open(os.path.join(d, "epoch")).read()) + 1
+        ...     for epoch in range(start, 3):
+        ...         with tempfile.TemporaryDirectory() as d:
+        ...             open(os.path.join(d, "epoch"), "w").write(str(epoch))
+        ...             report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
+        ...     return start
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     run = RunConfig(name="exp", storage_path=storage, verbose=0)
+        ...     first = DataParallelTrainer(train_func, run_config=run).fit()
+        ...     again = DataParallelTrainer(train_func, run_config=run).fit()  # same name
+        >>> first.return_value, again.return_value
+        (0, 3)
     """
     return _require("get_checkpoint()").get_checkpoint()
 
@@ -56,8 +76,15 @@ def get_context() -> TrainContext:
     """This worker's ranks and the run's name.
 
     Example:
-        >>> def train_func():  # doctest: +SKIP
-        ...     rank = get_context().get_world_rank()
+        >>> import tempfile
+        >>> from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+        >>> def train_func():
+        ...     ctx = get_context()
+        ...     report({"rank": ctx.get_world_rank(), "size": ctx.get_world_size()})
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     DataParallelTrainer(train_func, scaling_config=ScalingConfig(num_workers=2),
+        ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit().metrics
+        {'rank': 0, 'size': 2}
     """
     return _require("get_context()").context
 
@@ -66,8 +93,13 @@ def get_dataset_shard(dataset_name: str | None = None) -> Any:
     """This worker's part of the dataset given to the trainer as ``datasets[dataset_name]``.
 
     Example:
-        >>> def train_func():  # doctest: +SKIP
-        ...     for batch in get_dataset_shard("train").iter_batches(batch_size=32):
-        ...         ...
+        >>> import tempfile
+        >>> from lockstep.train import DataConfig, DataParallelTrainer, RunConfig
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     DataParallelTrainer(lambda: get_dataset_shard("labels"),
+        ...         datasets={"labels": ["cat", "dog"]},
+        ...         dataset_config=DataConfig(datasets_to_split=[]),  # every worker gets all
+        ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit().return_value
+        ['cat', 'dog']
     """
     return _require("get_dataset_shard()").get_dataset_shard(dataset_name)

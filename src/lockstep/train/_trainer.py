@@ -53,11 +53,12 @@ class DataParallelTrainer:
         >>> def train_func(config):
         ...     for epoch in range(config["epochs"]):
         ...         train.report({"epoch": epoch, "rank": train.get_context().get_world_rank()})
-        >>> trainer = DataParallelTrainer(
-        ...     train_func, train_loop_config={"epochs": 3},
-        ...     scaling_config=ScalingConfig(num_workers=2),
-        ...     run_config=RunConfig(storage_path=tempfile.mkdtemp(), verbose=0))
-        >>> trainer.fit().metrics
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     trainer = DataParallelTrainer(
+        ...         train_func, train_loop_config={"epochs": 3},
+        ...         scaling_config=ScalingConfig(num_workers=2),
+        ...         run_config=RunConfig(storage_path=storage, verbose=0))
+        ...     trainer.fit().metrics
         {'epoch': 2, 'rank': 0}
     """
 
@@ -131,8 +132,18 @@ class DataParallelTrainer:
         (``train_loop_per_worker``, ``datasets``, ...) replace them.
 
         Example:
-            >>> if DataParallelTrainer.can_restore("/tmp/runs/exp"):  # doctest: +SKIP
-            ...     result = DataParallelTrainer.restore("/tmp/runs/exp").fit()
+            >>> import os, tempfile
+            >>> from lockstep.testing import train_epochs
+            >>> with tempfile.TemporaryDirectory() as storage:
+            ...     run = RunConfig(name="exp", storage_path=storage, verbose=0)
+            ...     _ = DataParallelTrainer(train_epochs, train_loop_config={"epochs": 2},
+            ...                             run_config=run).fit()
+            ...     path = os.path.join(storage, "exp")
+            ...     if DataParallelTrainer.can_restore(path):
+            ...         restored = DataParallelTrainer.restore(
+            ...             path, train_loop_config={"epochs": 4})
+            ...         print(restored.fit().metrics_dataframe["epoch"].tolist())
+            [0, 1, 2, 3]
         """
         import cloudpickle
 

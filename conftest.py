@@ -20,6 +20,14 @@ import pytest
 from lockstep.train import RunConfig
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-api-snapshot",
+        action="store_true",
+        help="rewrite tests/unit/public_api.txt from the current __all__ lists",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A temp directory of our own, so that the leak check sees only this session's files.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -1,0 +1,23 @@
+"""import lockstep, lockstep.train (and lockstep.data) import no heavy framework."""
+
+import subprocess
+import sys
+
+HEAVY = ["torch", "tensorflow", "xgboost", "lightgbm", "ray", "optuna"]
+
+
+def imported_after(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_public_packages_import_no_heavy_framework():
+    modules = imported_after("import lockstep, lockstep.train, lockstep.testing")
+    assert [m for m in modules if m.split(".")[0] in HEAVY] == []
+
+
+def test_a_worker_imports_no_storage_or_dataframe_library_at_start():
+    # fsspec, pyarrow and pandas cost a worker 60-300 ms; they load only when used
+    modules = imported_after("import lockstep._internal.execution.worker_main")
+    assert [m for m in modules if m.split(".")[0] in {"fsspec", "pyarrow", "pandas", *HEAVY}] == []

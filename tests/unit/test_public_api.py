@@ -1,0 +1,40 @@
+"""Every public module's __all__, snapshotted: adding or removing a public name is a visible diff.
+
+To accept a change: pytest tests/unit/test_public_api.py --update-api-snapshot
+"""
+
+import importlib
+import pathlib
+
+import pytest
+
+PUBLIC_MODULES = [
+    "lockstep",
+    "lockstep.testing",
+    "lockstep.train",
+    "lockstep.train.collective",
+]
+SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
+
+
+def current_api() -> str:
+    lines = []
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        lines += [f"{name}.{symbol}" for symbol in sorted(module.__all__)]
+    return "\n".join(lines) + "\n"
+
+
+def test_public_names_match_the_snapshot(request):
+    if request.config.getoption("--update-api-snapshot", default=False):
+        SNAPSHOT.write_text(current_api())
+    assert current_api() == SNAPSHOT.read_text()
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_name_resolves_and_has_a_docstring(name):
+    module = importlib.import_module(name)
+    for symbol in module.__all__:
+        obj = getattr(module, symbol)
+        if callable(obj) or isinstance(obj, type(module)):
+            assert obj.__doc__, f"{name}.{symbol} has no docstring"
