@@ -103,7 +103,9 @@ class TrainController:
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise)."""
         resumed = self._checkpoints.state.latest
-        self._progress.start(resumed_from=resumed)
+        self._progress.start(
+            resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
+        )
         outcome = "interrupted"
         try:
             while not isinstance(self.state, Finished | Errored):

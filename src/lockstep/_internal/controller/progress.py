@@ -33,7 +33,8 @@ class Progress:
         self._last_line = 0.0
         self._live: Any = None
 
-    def start(self, resumed_from: str | None) -> None:
+    def start(self, resumed_from: str | None, iteration: int = 0) -> None:
+        self._iteration = iteration
         if self._verbose == 0:
             return
         where = f" (continuing from {resumed_from})" if resumed_from else ""
@@ -43,7 +44,7 @@ class Progress:
             from rich.live import Live
 
             self._live = Live(
-                self._status_line(),
+                self._renderable(),
                 console=Console(stderr=True),
                 refresh_per_second=4,
                 redirect_stdout=True,
@@ -74,7 +75,7 @@ class Progress:
 
     def refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self._status_line())
+            self._live.update(self._renderable())
         elif self._verbose == 1:
             now = time.monotonic()
             if now - self._last_line >= flags.PROGRESS_INTERVAL_S.get():
@@ -83,11 +84,16 @@ class Progress:
 
     def stop(self, outcome: str) -> None:
         if self._live is not None:
-            self._live.update(self._status_line())
+            self._live.update(self._renderable())
             self._live.stop()
             self._live = None
         if self._verbose:
             self._print(f"{outcome} after {time.monotonic() - self._started:.1f}s: {self._run_uri}")
+
+    def _renderable(self) -> Any:
+        from rich.text import Text
+
+        return Text(self._status_line(), style="bold")
 
     def _status_line(self) -> str:
         elapsed = time.monotonic() - self._started
