@@ -6,6 +6,7 @@ A new executor subclasses WorkerGroupContract and overrides the ``scaling_config
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import tempfile
@@ -151,6 +152,20 @@ class WorkerGroupContract:
         expected = [f"rank{r}.txt" for r in range(world_size)]
         assert sorted(os.listdir(result.checkpoint.path)) == expected
         assert result.return_value == result.checkpoint.path
+
+    def test_same_named_files_from_every_rank_are_never_mixed(self, scaling_config, run_config):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            for step in range(5):
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    with open(os.path.join(d, "state.json"), "w") as f:
+                        f.write(f'{{"rank": {rank}, "padding": "{"x" * 100000 * (rank + 1)}"}}')
+                    train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+
+        result = self.fit(train_func, scaling_config, run_config)
+        for checkpoint, _ in result.best_checkpoints:
+            with open(os.path.join(checkpoint.path, "state.json")) as f:
+                assert json.load(f)["rank"] == 0
 
     def test_every_rank_sees_each_committed_checkpoint(self, scaling_config, run_config):
         def train_func():

@@ -44,9 +44,14 @@ def checkpoint_dir_name(index: int) -> str:
     return f"{CHECKPOINT_PREFIX}{index:06d}"
 
 
-def staging_dir_name(step: int) -> str:
-    """Where the workers write their parts of the checkpoint reported at ``step``."""
-    return posixpath.join(STAGING_DIR, f"step_{step:09d}")
+def staging_dir_name(step: int, rank: int | None = None) -> str:
+    """Where the workers write their parts of the checkpoint reported at ``step``.
+
+    Each rank writes into its own subdirectory, so that two ranks writing a file of the same
+    name never interleave; the commit merges them.
+    """
+    step_dir = posixpath.join(STAGING_DIR, f"step_{step:09d}")
+    return step_dir if rank is None else posixpath.join(step_dir, f"rank_{rank:05d}")
 
 
 def is_uri(path: str) -> bool:
@@ -204,6 +209,21 @@ class StorageDir:
             if self._fresh(src).exists(src):
                 self.fs.rm(src, recursive=True)
             self.fs.makedirs(dst, exist_ok=True)
+
+    def merge_into(self, src_rel: str, dst_rel: str) -> None:
+        """Move every file under ``src_rel`` into ``dst_rel``, replacing same-named ones."""
+        src, dst = self.join(src_rel), self.join(dst_rel)
+        if self.is_local:
+            for rel in _walk_files(src):
+                target = os.path.join(dst, rel)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.replace(os.path.join(src, rel), target)
+            self.remove(src_rel)
+            return
+        prefix = src.rstrip("/") + "/"
+        for path in self._fresh(src).find(src):
+            self.fs.copy(path, dst.rstrip("/") + "/" + path[len(prefix) :])
+        self.remove(src_rel)
 
     def remove(self, rel: str) -> None:
         """Delete a file or a directory tree; missing is fine."""

@@ -26,7 +26,9 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> Non
     Every worker must call ``report`` the same number of times. Without a checkpoint it
     returns at once (it is not a barrier). With one, the files are copied into the run
     directory and ``report`` returns once every worker has reported this step and the
-    checkpoint is committed; any worker may attach files, and they are merged.
+    checkpoint is committed. Any worker may attach files; they are merged into one
+    checkpoint directory, and where two ranks wrote a file of the same name the lower
+    rank's copy is kept (rank 0 wins).
 
     Args:
         metrics: JSON-serialisable metrics. Rank 0's are recorded.

@@ -42,9 +42,14 @@ class CheckpointManager:
         return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
 
     def commit(self, staged: str, metrics: dict[str, Any], training_iteration: int) -> Checkpoint:
-        """Make the staged directory ``staged`` the next checkpoint; return it."""
+        """Make the staged step directory ``staged`` the next checkpoint; return it.
+
+        ``staged`` holds one directory per rank that attached files. They are merged inside
+        the staging area, rank 0's files winning over same-named files of other ranks, and
+        the result becomes visible with one rename.
+        """
         name = storage.checkpoint_dir_name(self.state.next_checkpoint_index)
-        self._run_dir.move(staged, name)
+        self._run_dir.move(self._merge_ranks(staged), name)
         record = CheckpointRecord(
             dir_name=name,
             metrics=dict(metrics),
@@ -61,7 +66,16 @@ class CheckpointManager:
         self.save()
         for old in evicted:
             self._run_dir.remove(old.dir_name)
+        self._run_dir.remove(staged)
         return self.checkpoint(name)
+
+    def _merge_ranks(self, staged: str) -> str:
+        ranks = self._run_dir.child(staged).listdir()
+        assert ranks, f"nothing staged in {staged}: a worker reported a checkpoint it never wrote"
+        base = f"{staged}/{ranks[-1]}"
+        for rank_dir in reversed(ranks[:-1]):  # highest rank first, so rank 0 wins
+            self._run_dir.merge_into(f"{staged}/{rank_dir}", base)
+        return base
 
     def save(self) -> None:
         """Write the snapshot atomically."""

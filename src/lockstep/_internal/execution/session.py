@@ -149,9 +149,8 @@ class Session:
                 "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
             )
         with checkpoint.as_directory() as local_dir:
-            self._start.run_dir.upload_dir(
-                local_dir, staging_dir_name(self._start.step_offset + step)
-            )
+            step_dir = staging_dir_name(self._start.step_offset + step, self.context.world_rank)
+            self._start.run_dir.upload_dir(local_dir, step_dir)
 
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives

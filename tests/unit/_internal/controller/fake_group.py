@@ -38,7 +38,7 @@ class FakeWorkerGroup:
         for event in events:
             if isinstance(event, Report) and event.checkpointed:
                 # what a worker does before it reports a checkpoint: stage its files
-                staged = staging_dir_name(self.spec.step_offset + event.step)
+                staged = staging_dir_name(self.spec.step_offset + event.step, event.rank)
                 self.spec.run_dir.makedirs(staged)
                 path = self.spec.run_dir.join(staged, f"rank{event.rank}.txt")
                 with open(path, "w") as f:

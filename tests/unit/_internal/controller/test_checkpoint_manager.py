@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -23,7 +24,8 @@ def stage(run_dir, name):
 
 
 def commit(manager, run_dir, i, **metrics):
-    return manager.commit(stage(run_dir, f".staging/s{i}"), metrics, training_iteration=i + 1)
+    stage(run_dir, f".staging/s{i}/rank_00000")
+    return manager.commit(f".staging/s{i}", metrics, training_iteration=i + 1)
 
 
 def on_disk(run_dir):
@@ -35,7 +37,7 @@ def test_keeps_everything_without_num_to_keep(run_dir):
     for i in range(4):
         commit(manager, run_dir, i, loss=i)
     assert on_disk(run_dir) == [f"checkpoint_00000{i}" for i in range(4)]
-    assert run_dir.read_text("checkpoint_000002/w.txt") == ".staging/s2"
+    assert run_dir.read_text("checkpoint_000002/w.txt") == ".staging/s2/rank_00000"
 
 
 def test_without_score_keeps_the_newest(run_dir):
@@ -93,3 +95,31 @@ def test_reopen_continues_and_cleans_uncommitted(run_dir):
     commit(reopened, run_dir, 1)
     assert on_disk(run_dir) == ["checkpoint_000000", "checkpoint_000001"]
     assert json.loads(run_dir.read_text("run_state.json"))["next_checkpoint_index"] == 2
+
+
+def test_ranks_merge_and_rank_zero_wins_a_name_collision(run_dir):
+    for rank in (0, 1, 2):
+        staged = f".staging/s0/rank_0000{rank}"
+        run_dir.makedirs(f"{staged}/sub")
+        for name in ("model.pt", f"shard{rank}.pt", f"sub/opt{rank}.pt"):
+            with open(run_dir.join(staged, name), "w") as f:
+                f.write(f"rank {rank}")
+    manager = CheckpointManager.open(run_dir, CheckpointConfig())
+    checkpoint = manager.commit(".staging/s0", {}, training_iteration=1)
+    files = sorted(
+        os.path.relpath(os.path.join(d, f), checkpoint.path)
+        for d, _, fs in os.walk(checkpoint.path)
+        for f in fs
+    )
+    assert files == [
+        "model.pt",
+        "shard0.pt",
+        "shard1.pt",
+        "shard2.pt",
+        "sub/opt0.pt",
+        "sub/opt1.pt",
+        "sub/opt2.pt",
+    ]
+    assert run_dir.read_text("checkpoint_000000/model.pt") == "rank 0"
+    assert run_dir.listdir() == [".staging", "checkpoint_000000", "run_state.json"]
+    assert run_dir.child(".staging").listdir() == []
