@@ -108,3 +108,31 @@ def test_restore_of_something_that_is_not_a_run(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="holds no lockstep run"):
         DataParallelTrainer.restore(str(tmp_path))
+
+
+def test_ctrl_c_stops_the_workers_and_the_run_can_be_restored(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    run_dir = str(tmp_path / "runs" / "killed")
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "runs")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: latest_checkpoint(run_dir) == "checkpoint_000001")
+        workers = psutil.Process(driver.pid).children()
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=30)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert driver.returncode != 0
+    assert "KeyboardInterrupt" in err
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert not os.path.exists(os.path.join(run_dir, ".staging"))
+    assert DataParallelTrainer.can_restore(run_dir)
+    config = {"epochs": 8, "sleep_s": 0}
+    result = DataParallelTrainer.restore(run_dir, train_loop_config=config).fit()
+    assert result.metrics == {"epoch": 7}
