@@ -256,10 +256,16 @@ def _pickle_function(
             f"train_loop_config must be a dict, got {type(config).__name__}. "
             'HINT: train_loop_config={"lr": 0.01}'
         )
-    pickling.dumps(fn, "train_loop_per_worker")
+    import cloudpickle
+
     config_copy = dict(config) if config is not None else {}
-    pickling.dumps(config_copy, "train_loop_config")
-    return pickling.dumps((fn, config_copy, takes_config), "train_loop_per_worker")
+    try:
+        return bytes(cloudpickle.dumps((fn, config_copy, takes_config)))
+    except Exception:
+        # name the part that cannot be pickled, then fall back to the original error
+        pickling.dumps(fn, "train_loop_per_worker")
+        pickling.dumps(config_copy, "train_loop_config")
+        raise
 
 
 def _check_type(value: Any, kind: type, name: str) -> Any:

@@ -115,17 +115,16 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
 
     def _stop_workers(self) -> None:
         grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
+        # Workers whose function returned are tearing their backend down: let them finish.
+        _wait_all([p for r, p in self._procs.items() if r in self._done], grace)
         running = [p for p in self._procs.values() if p.poll() is None]
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for proc in running:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        _wait_all(running, grace)
+        for proc in self._procs.values():
+            if proc.poll() is None:
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
-        for proc in self._procs.values():
             # Whatever the worker forked (data loader processes, say) goes with it.
             _signal_group(proc, signal.SIGKILL)
         if self._pump is not None:
@@ -136,6 +135,15 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pidfds = {}
         self._extra_waitables = {}
         self._procs = {}
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -3,6 +3,10 @@
 A group starts N workers, reports what they send (reports, results, failures), tells them
 about committed checkpoints, and shuts them down. Collective calls are answered inside the
 group, by the relay; the controller never sees them.
+
+Besides start / poll / shutdown the interface has ``notify``: a worker that reported a
+checkpoint waits until the controller has committed it, and every worker's
+``get_checkpoint()`` follows the commits, so the controller must be able to tell them.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def __init__(self) -> None:
         self._conns: dict[int, Connection] = {}
+        self._ranks: dict[int, int] = {}  # id(connection) -> rank
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
         self._extra_waitables: dict[Any, int] = {}
@@ -96,8 +101,10 @@ class ConnectedWorkerGroup(abc.ABC):
         self._done = set()
         contexts = self._contexts(spec)
         self._conns = self._launch(spec, contexts)
+        self._ranks = {id(conn): rank for rank, conn in self._conns.items()}
         for rank, conn in self._conns.items():
-            conn.send(spec.worker_start(contexts[rank]))
+            # A worker that died while starting shows up in poll(), with its exit code.
+            self._send(conn, spec.worker_start(contexts[rank]))
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
@@ -110,8 +117,7 @@ class ConnectedWorkerGroup(abc.ABC):
                 rank = self._extra_waitables[ready]
                 self._drain(rank, events)
             else:
-                rank = self._rank_of(ready)
-                self._receive(rank, events)
+                self._receive(self._ranks[id(ready)], events)
         return events
 
     def notify(self, message: CheckpointCommitted) -> None:
@@ -143,16 +149,16 @@ class ConnectedWorkerGroup(abc.ABC):
     def _stop_workers(self) -> None:
         """Stop every worker still running and wait until they are gone."""
 
-    def _rank_of(self, conn: object) -> int:
-        return next(r for r, c in self._conns.items() if c is conn)
-
     def _receive(self, rank: int, events: list[WorkerEvent]) -> None:
+        """Take everything the worker has sent so far (not just one message per wait)."""
+        conn = self._conns[rank]
         try:
-            message = self._conns[rank].recv()
+            for _ in range(_MAX_BATCH):
+                self._dispatch(rank, conn.recv(), events)
+                if rank in self._done or not conn.poll(0):
+                    return
         except (EOFError, OSError):
             self._mark_lost(rank, events)
-            return
-        self._dispatch(rank, message, events)
 
     def _drain(self, rank: int, events: list[WorkerEvent]) -> None:
         """The worker's process ended: take what it sent before, then record its end."""
@@ -197,6 +203,9 @@ class ConnectedWorkerGroup(abc.ABC):
             conn.send(message)
         except OSError:
             pass  # that worker is gone; its end shows up as a lost connection
+
+
+_MAX_BATCH = 256  # messages taken from one worker before the others get a turn
 
 
 def lost_connection(rank: int, pid: int | None) -> WorkerFailure:
