@@ -38,7 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    from tests.helpers import worker_processes
+
+    return {p.pid for p in worker_processes()}
 
 
 # fsspec runs one IO loop thread per process for its async filesystems (s3fs), by design;

@@ -26,6 +26,7 @@ from lockstep.train import (
     TrainingFailedError,
     UserCallback,
 )
+from tests.helpers import worker_processes
 
 
 class Recorder(UserCallback):
@@ -336,7 +337,7 @@ class ProcessDeathContract(WorkerGroupContract):
                 run_config,
                 train_loop_config={"epochs": 3, "faults": [fault]},
             )
-        assert not psutil.Process().children(recursive=True)
+        assert not worker_processes()
         assert (
             not psutil.pid_exists(info.value.root_cause.pid)
             or psutil.Process(info.value.root_cause.pid).status() == psutil.STATUS_ZOMBIE

@@ -57,19 +57,26 @@ def latest_checkpoint(run_dir):
         return None
 
 
-def test_restore_after_the_driver_is_killed(tmp_path):
+def start_driver(tmp_path):
+    """Run SCRIPT as its own driver process; return it and its run directory."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    run_dir = str(tmp_path / "runs" / "killed")
     driver = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path / "runs")],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    return driver, str(tmp_path / "runs" / "killed")
+
+
+def test_restore_after_the_driver_is_killed(tmp_path):
+    driver, run_dir = start_driver(tmp_path)
     try:
         wait_for(lambda: latest_checkpoint(run_dir) == "checkpoint_000002")
-        workers = psutil.Process(driver.pid).children()
-        assert len(workers) == 2
+        # the workers, and the fork server they were forked from
+        workers = psutil.Process(driver.pid).children(recursive=True)
+        assert len(workers) >= 2
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         # workers do not outlive their driver
@@ -111,18 +118,10 @@ def test_restore_of_something_that_is_not_a_run(tmp_path):
 
 
 def test_ctrl_c_stops_the_workers_and_the_run_can_be_restored(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    run_dir = str(tmp_path / "runs" / "killed")
-    driver = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path / "runs")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    driver, run_dir = start_driver(tmp_path)
     try:
         wait_for(lambda: latest_checkpoint(run_dir) == "checkpoint_000001")
-        workers = psutil.Process(driver.pid).children()
+        workers = psutil.Process(driver.pid).children(recursive=True)
         driver.send_signal(signal.SIGINT)
         _, err = driver.communicate(timeout=30)
     finally:

@@ -12,6 +12,15 @@ class TestProcessWorkerGroup(ProcessDeathContract):
         return ScalingConfig(num_workers=2, executor="process")
 
 
+class TestSpawnedProcessWorkerGroup(ProcessDeathContract):
+    """Workers started as fresh Python processes, as when forking is not safe."""
+
+    @pytest.fixture
+    def scaling_config(self, monkeypatch):
+        monkeypatch.setenv("LOCKSTEP_WORKER_START", "spawn")
+        return ScalingConfig(num_workers=2, executor="process")
+
+
 class TestInlineWorkerGroup(WorkerGroupContract):
     can_kill_workers = False
 

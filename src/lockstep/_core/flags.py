@@ -57,3 +57,9 @@ RAY_ADDRESS = Flag(
     "",
     "Ray's own variable: the address of a Ray cluster. When set, workers run on Ray.",
 )
+WORKER_START = Flag(
+    "LOCKSTEP_WORKER_START",
+    "fork",
+    "How local workers start: 'fork' (from the fork server, warm, when it is safe) or "
+    "'spawn' (a fresh Python process every time, which re-imports everything).",
+)

@@ -1,8 +1,10 @@
 """ProcessWorkerGroup: workers as local processes, no daemon.
 
-Each worker is ``python -m lockstep._internal.execution.worker_main`` in its own process
-group (so Ctrl-C reaches only the driver, which then stops them), connected to the driver
-by a socket pair. Output is forwarded line by line with the rank in front.
+Each worker is forked from the fork server (warm: nothing to import) or, where forking is
+unsafe, started as ``python -m lockstep._internal.execution.worker_main``. Either way it
+runs in its own process group (so Ctrl-C reaches only the driver, which then stops it),
+talks to the driver over a socket pair, and its output is forwarded line by line with the
+rank in front.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
+from typing import Protocol
 
 from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution import forkserver
 from lockstep._internal.execution.output import OutputPump
 from lockstep._internal.execution.worker_group import (
     ConnectedWorkerGroup,
@@ -33,7 +37,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
 
     def __init__(self) -> None:
         super().__init__()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
 
@@ -72,24 +76,24 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
     def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:
         assert self._pump is not None
         ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        num_threads = max(1, int(spec.num_cpus_per_worker))
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         # As Ray does: one thread per CPU the worker asked for, unless the user chose.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, int(spec.num_cpus_per_worker))))
+        env.setdefault("OMP_NUM_THREADS", str(num_threads))
         env.update(spec.backend.worker_env(context))
-        with theirs:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", WORKER_MODULE, str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
+        try:
+            proc = _start(theirs.fileno(), out_w, err_w, env, num_threads)
+        finally:
+            theirs.close()
+            os.close(out_w)
+            os.close(err_w)
         self._procs[rank] = proc
-        assert proc.stdout is not None and proc.stderr is not None
-        self._pump.add(rank, proc.stdout, proc.stderr)
+        self._pump.add(
+            rank, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
+        )
         if hasattr(os, "pidfd_open"):
             # Seen as soon as the process ends, even if a child it forked holds the socket.
             fd = os.pidfd_open(proc.pid)
@@ -137,7 +141,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._procs = {}
 
 
-def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for proc in procs:
         try:
@@ -146,8 +150,58 @@ def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
             pass
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def _signal_group(proc: WorkerProcess, sig: signal.Signals) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class WorkerProcess(Protocol):
+    """What the group needs of a worker process; subprocess.Popen is one."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class ForkedWorker:
+    """A worker forked by the fork server; its exit code comes from the server."""
+
+    def __init__(self, server: forkserver.ForkServer, pid: int) -> None:
+        self._server = server
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.exit_code(self.pid, 0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._server.exit_code(self.pid, 1e9 if timeout is None else timeout)
+        if self.returncode is None:
+            assert timeout is not None
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        return self.returncode
+
+
+def _start(
+    conn_fd: int, out_fd: int, err_fd: int, env: dict[str, str], threads: int
+) -> WorkerProcess:
+    server = forkserver.get(threads) if flags.WORKER_START.get() == "fork" else None
+    if server is not None:
+        request = forkserver.SpawnRequest(env=env, num_threads=threads)
+        return ForkedWorker(server, server.spawn(request, [conn_fd, out_fd, err_fd]))
+    return subprocess.Popen(
+        [sys.executable, "-m", WORKER_MODULE, str(conn_fd), str(os.getpid())],
+        pass_fds=(conn_fd,),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out_fd,
+        stderr=err_fd,
+        start_new_session=True,
+    )

@@ -150,7 +150,12 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
+    """Entry point of a worker started from scratch: ``python -m ... FD PARENT_PID``."""
+    run_process(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def run_process(fd: int, parent_pid: int) -> None:
+    """Run the worker whose connection is ``fd``; exits the process when done."""
     signal.signal(signal.SIGTERM, _stop)
     _die_with_parent(parent_pid)
     try:

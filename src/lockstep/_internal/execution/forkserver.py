@@ -1,0 +1,278 @@
+"""The fork server: a copy of the driver, forked once, that forks workers on request.
+
+A worker started from scratch pays for Python and for importing its framework (1.5 s for
+torch here) on every start. The fork server is forked from the driver at its first fit(),
+so it holds everything the driver had imported, torch included; each worker is then a
+fork of it, ready in milliseconds, for the next fit() and for every restart.
+
+Forking is only done when it is safe, otherwise workers are started fresh (see
+:func:`fork_is_safe`). The server forks before lockstep starts any thread of its own, closes
+every file descriptor it inherited, leaves the driver's process group, and dies with the
+driver. It reaps its workers and reports their exit codes to the driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import os
+import pickle
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+_MAX_MESSAGE = 1 << 20
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    """What a forked worker needs besides its three file descriptors."""
+
+    env: dict[str, str]
+    num_threads: int
+
+
+class ForkServer:
+    """The driver's handle on its fork server process."""
+
+    def __init__(self, *, native_threads_at_fork: bool) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        driver = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the fork server; never returns
+            ours.close()
+            _serve(theirs, driver)
+        theirs.close()
+        self.pid = pid
+        # Workers may use several threads only if no OpenMP pool existed when we forked:
+        # GNU OpenMP cannot run a parallel region in a fork of a process that had one.
+        self.threads_ok = not native_threads_at_fork
+        self._sock = ours
+        self._lock = threading.Lock()
+        self._exits: dict[int, int] = {}
+        self._spawned: list[int] = []
+        # Wait until the server has let go of the driver's descriptors.
+        if pickle.loads(self._sock.recv(_MAX_MESSAGE))[0] != "ready":
+            raise RuntimeError("the fork server failed to start")
+
+    def spawn(self, request: SpawnRequest, fds: list[int]) -> int:
+        """Fork a worker that runs with ``fds`` = (connection, stdout, stderr); its pid."""
+        with self._lock:
+            socket.send_fds(self._sock, [pickle.dumps(request)], fds)
+            while not self._spawned:
+                self._read()
+            return self._spawned.pop(0)
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        """The worker's exit code (negative: killed by that signal), waiting up to
+        ``timeout`` seconds; None if it is still running."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while pid not in self._exits:
+                left = max(0.0, deadline - time.monotonic())
+                if not select.select([self._sock.fileno()], [], [], left)[0]:
+                    return None
+                self._read()
+            return self._exits.pop(pid)
+
+    def alive(self) -> bool:
+        try:
+            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def close(self) -> None:
+        self._sock.close()  # the server sees end of file and exits
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+    def _read(self) -> None:
+        data = self._sock.recv(_MAX_MESSAGE)
+        if not data:
+            raise RuntimeError("the fork server exited")
+        kind, pid, code = pickle.loads(data)
+        if kind == "spawned":
+            self._spawned.append(pid)
+        else:
+            self._exits[pid] = code
+
+
+def _serve(sock: socket.socket, driver: int) -> None:
+    """The fork server's loop: fork a worker per request, report each one's exit."""
+    os.setsid()  # Ctrl-C at the terminal goes to the driver only
+    _die_with(driver)
+    # The driver's exit handlers and finalizers are not ours to run: a copy of its
+    # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
+    # freeze every inherited object so that the collector never finalizes one here.
+    atexit._clear()
+    gc.freeze()
+    _release_inherited_fds(keep={0, 1, 2, sock.fileno()})
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    sock.send(pickle.dumps(("ready", 0, None)))
+    try:
+        while True:
+            ready = select.select([sock.fileno(), wake_r], [], [])[0]
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                _report_exits(sock)
+            if sock.fileno() in ready and not _fork_worker(sock, (wake_r, wake_w)):
+                break
+    finally:
+        os._exit(0)
+
+
+def _fork_worker(sock: socket.socket, server_fds: tuple[int, ...]) -> bool:
+    data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+    if not data:
+        return False  # the driver closed its end: time to go
+    request: SpawnRequest = pickle.loads(data)
+    pid = os.fork()
+    if pid == 0:
+        sock.close()
+        for fd in server_fds:
+            os.close(fd)
+        _become_worker(request, fds)
+    for fd in fds:
+        os.close(fd)
+    sock.send(pickle.dumps(("spawned", pid, None)))
+    return True
+
+
+def _report_exits(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(pickle.dumps(("exited", pid, os.waitstatus_to_exitcode(status))))
+
+
+def _become_worker(request: SpawnRequest, fds: list[int]) -> None:
+    """In the forked worker: take over its descriptors and run it; never returns."""
+    conn_fd, out_fd, err_fd = fds
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()  # its own process group, so that stopping it stops what it forks
+    null = os.open(os.devnull, os.O_RDONLY)
+    for src, dst in ((null, 0), (out_fd, 1), (err_fd, 2)):
+        os.dup2(src, dst)
+        os.close(src)
+    os.environ.clear()
+    os.environ.update(request.env)
+    _fresh_stdio()
+    _reseed(request.num_threads)
+    from lockstep._internal.execution import worker_main
+
+    worker_main.run_process(conn_fd, os.getppid())
+
+
+def _fresh_stdio() -> None:
+    # The driver's sys.stdout may be a progress display's proxy: start from the raw streams.
+    import io
+
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+
+
+def _reseed(num_threads: int) -> None:
+    """Every fork shares its parent's random state: give each worker its own."""
+    import random
+
+    random.seed()
+    numpy: Any = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(int.from_bytes(os.urandom(4), "little"))
+    torch: Any = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+        torch.set_num_threads(num_threads)
+
+
+def _die_with(pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != pid:
+        os._exit(1)
+
+
+def _release_inherited_fds(keep: set[int]) -> None:
+    """Point every inherited descriptor but ``keep`` at /dev/null.
+
+    The driver's sockets, pipes and files must not live on here (a port would stay bound, a
+    pipe never reach end of file). Closing them would free their numbers for reuse, and an
+    inherited Python object closing "its" number later would close someone else's file;
+    pointing them at /dev/null releases the originals and keeps the numbers taken.
+    """
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in fds:
+        if fd not in keep and fd != null:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass  # already closed (listdir's own descriptor, say)
+    os.close(null)
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def native_threads() -> bool:
+    """Whether this process runs threads Python does not know of (an OpenMP pool, say)."""
+    try:
+        with open("/proc/self/status") as f:
+            line = next(x for x in f if x.startswith("Threads:"))
+    except (OSError, StopIteration):
+        return True
+    return int(line.split()[1]) > threading.active_count()
+
+
+def fork_is_safe() -> bool:
+    """Forking the driver is safe on Linux unless it has initialised CUDA (a fork cannot
+    use CUDA then)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    torch: Any = sys.modules.get("torch")
+    return not (torch is not None and torch.cuda.is_initialized())
+
+
+def get(num_threads: int) -> ForkServer | None:
+    """The fork server, started now if needed; None when workers must start from scratch."""
+    global _server
+    with _server_lock:
+        if _server is not None and not _server.alive():
+            _server = None
+        if _server is None:
+            if not fork_is_safe():
+                return None
+            _server = ForkServer(native_threads_at_fork=native_threads())
+            atexit.register(_server.close)
+        if num_threads > 1 and not _server.threads_ok:
+            return None
+        return _server
+
+
+def server_pid() -> int | None:
+    """The fork server's pid, if one runs."""
+    return _server.pid if _server is not None else None

@@ -1,0 +1,87 @@
+"""The fork server: fast, but forking must never leak the driver's state into workers."""
+
+import os
+import random
+import socket
+import tempfile
+
+import numpy as np
+
+from lockstep import train
+from lockstep._internal.execution import forkserver
+from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+
+
+class EveryRank(train.UserCallback):
+    def __init__(self):
+        self.metrics = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.metrics.append(metrics)
+
+
+def random_draws():
+    train.report({"random": random.random(), "numpy": float(np.random.rand())})
+
+
+def fit(fn, storage, **run):
+    return DataParallelTrainer(
+        fn,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=str(storage), verbose=0, **run),
+    ).fit()
+
+
+def test_workers_are_forked_and_the_server_stays_warm(tmp_path):
+    fit(lambda: None, tmp_path)
+    first = forkserver.server_pid()
+    fit(lambda: None, tmp_path)
+    assert first is not None and forkserver.server_pid() == first
+
+
+def test_every_worker_gets_its_own_random_state(tmp_path):
+    ranks = EveryRank()
+    fit(random_draws, tmp_path, callbacks=[ranks])
+    fit(random_draws, tmp_path, callbacks=[ranks])
+    draws = [m[key] for step in ranks.metrics for m in step for key in ("random", "numpy")]
+    assert len(set(draws)) == len(draws) == 8
+
+
+def test_a_worker_never_runs_the_drivers_exit_handlers(tmp_path):
+    # a forked copy of this TemporaryDirectory must not clean it up when a worker exits
+    with tempfile.TemporaryDirectory(prefix="lockstep-test-", dir=tmp_path) as mine:
+        for _ in range(2):
+            fit(lambda: train.report({"x": 1}), tmp_path)
+        assert os.path.isdir(mine)
+
+
+def test_the_server_releases_the_drivers_sockets():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    server = forkserver.ForkServer(native_threads_at_fork=False)
+    try:
+        listener.close()
+        again = socket.socket()
+        again.bind(("127.0.0.1", port))  # free: the server holds no copy of it
+        again.close()
+    finally:
+        server.close()
+    assert not server.alive()
+
+
+def test_several_threads_only_from_a_server_forked_without_native_threads(monkeypatch):
+    assert forkserver.get(num_threads=1) is not None
+    server = forkserver.get(num_threads=1)
+    monkeypatch.setattr(server, "threads_ok", False)
+    assert forkserver.get(num_threads=4) is None
+    assert forkserver.get(num_threads=1) is server
+
+
+def test_native_threads_are_detected():
+    import torch
+
+    torch.set_num_threads(2)
+    torch.randn(256, 256) @ torch.randn(256, 256)  # starts the OpenMP pool
+    assert forkserver.native_threads()
