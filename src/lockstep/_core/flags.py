@@ -63,3 +63,8 @@ WORKER_START = Flag(
     "How local workers start: 'fork' (from the fork server, warm, when it is safe) or "
     "'spawn' (a fresh Python process every time, which re-imports everything).",
 )
+CUDA_VISIBLE_DEVICES = Flag(
+    "CUDA_VISIBLE_DEVICES",
+    "",
+    "CUDA's own: the GPUs this driver may use; each local worker gets its share of them.",
+)

@@ -17,6 +17,7 @@ from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import Backend, BackendConfig
 from lockstep.train import collective
+from lockstep.train._legacy import Trainer
 from lockstep.train._session import get_checkpoint, get_context, get_dataset_shard, report
 from lockstep.train._trainer import DataParallelTrainer
 
@@ -36,6 +37,7 @@ __all__ = [
     "RunContext",
     "ScalingConfig",
     "TrainContext",
+    "Trainer",
     "TrainingFailedError",
     "UserCallback",
     "WorkerFailure",

@@ -23,6 +23,7 @@ from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.execution.select import (
+    check_local_resources,
     choose_executor,
     make_worker_group,
     warn_ray_only_options,
@@ -89,6 +90,7 @@ class DataParallelTrainer:
         self.metadata = _check_metadata(metadata)
         self._executor = choose_executor(self.scaling_config)
         warn_ray_only_options(self.scaling_config, self._executor)
+        check_local_resources(self.scaling_config, self._executor)
         self._train_fn = _pickle_function(train_loop_per_worker, train_loop_config, takes_config)
         self._pickled_datasets = pickling.dumps(self.datasets, "datasets") if self.datasets else b""
 
@@ -101,13 +103,17 @@ class DataParallelTrainer:
         Raises:
             TrainingFailedError: The workers failed more than ``max_failures`` times.
         """
+        return self._controller().run()
+
+    def _controller(self) -> TrainController:
+        """A controller for one fit() of this trainer."""
         run_dir = _open_run_dir(self.run_config)
         checkpoints = CheckpointManager.open(run_dir, self.run_config.checkpoint_config)
         run_log = RunLog(run_dir)
         _continue_numbering(checkpoints, run_log)
         run_log.write_params(self._params())
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
-        controller = TrainController(
+        return TrainController(
             make_worker_group=lambda: make_worker_group(self._executor),
             spec=self._spec(run_dir),
             checkpoints=checkpoints,
@@ -122,7 +128,6 @@ class DataParallelTrainer:
             callbacks=self.run_config.callbacks,
             resume_from_checkpoint=self.resume_from_checkpoint,
         )
-        return controller.run()
 
     @classmethod
     def restore(cls, path: str | os.PathLike[str], **overrides: Any) -> DataParallelTrainer:
@@ -186,6 +191,7 @@ class DataParallelTrainer:
             metadata=dict(self.metadata),
             datasets=datasets,
             num_cpus_per_worker=self.scaling_config.num_cpus_per_worker,
+            num_gpus_per_worker=self.scaling_config.num_gpus_per_worker,
             sys_path=tuple(sys.path),
         )
 

@@ -92,7 +92,7 @@ class TrainController:
         self._group: WorkerGroup | None = None
         self._steps = StepAggregator(spec.num_workers)
         self._failures: dict[int, WorkerFailure] = {}
-        self._return_value: bytes | None = None
+        self._return_values: dict[int, bytes] = {}
         self._last_metrics: dict[str, Any] | None = None
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
@@ -169,8 +169,7 @@ class TrainController:
                 self._record(step)
         elif isinstance(event, Returned):
             self._progress.worker_stopped()
-            if event.rank == 0:
-                self._return_value = event.return_value
+            self._return_values[event.rank] = event.return_value
             self._steps.finish(event.rank, event.num_reports)
         else:
             assert isinstance(event, Failed)
@@ -241,14 +240,19 @@ class TrainController:
         metrics = self._last_metrics
         if metrics is None and self._run_log.last_row is not None:
             metrics = user_metrics(self._run_log.last_row)
-        value = None
-        if self._return_value is not None:
-            import cloudpickle
-
-            value = cloudpickle.loads(self._return_value)
+        values = self.return_values()
         return Result.from_state(
-            self._spec.run_dir, self._checkpoints.state, last_metrics=metrics, return_value=value
+            self._spec.run_dir,
+            self._checkpoints.state,
+            last_metrics=metrics,
+            return_value=values[0] if values else None,
         )
+
+    def return_values(self) -> list[Any]:
+        """What every worker's function returned, in rank order (after a successful run)."""
+        import cloudpickle
+
+        return [cloudpickle.loads(self._return_values[r]) for r in sorted(self._return_values)]
 
     def _run_context(self, attempt: int | None = None) -> RunContext:
         if attempt is None:

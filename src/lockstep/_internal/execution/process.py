@@ -18,7 +18,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Protocol
 
-from lockstep._core import flags
+from lockstep._core import flags, gpus
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution import forkserver
@@ -83,9 +83,16 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         env["PYTHONUNBUFFERED"] = "1"
         # As Ray does: one thread per CPU the worker asked for, unless the user chose.
         env.setdefault("OMP_NUM_THREADS", str(num_threads))
+        # Like Ray: a worker sees only its own GPUs, and none when it was given none.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            gpus.assign(gpus.visible_gpus(), context.local_rank, spec.num_gpus_per_worker)
+        )
         env.update(spec.backend.worker_env(context))
+        # CUDA cannot be used in a fork of a process that initialised it, and the driver
+        # may have (torch.cuda.is_available() does): GPU workers start fresh.
+        fork = flags.WORKER_START.get() == "fork" and spec.num_gpus_per_worker == 0
         try:
-            proc = _start(theirs.fileno(), out_w, err_w, env, num_threads)
+            proc = _start(theirs.fileno(), out_w, err_w, env, num_threads, fork=fork)
         finally:
             theirs.close()
             os.close(out_w)
@@ -190,9 +197,9 @@ class ForkedWorker:
 
 
 def _start(
-    conn_fd: int, out_fd: int, err_fd: int, env: dict[str, str], threads: int
+    conn_fd: int, out_fd: int, err_fd: int, env: dict[str, str], threads: int, *, fork: bool
 ) -> WorkerProcess:
-    server = forkserver.get(threads) if flags.WORKER_START.get() == "fork" else None
+    server = forkserver.get(threads) if fork else None
     if server is not None:
         request = forkserver.SpawnRequest(env=env, num_threads=threads)
         return ForkedWorker(server, server.spawn(request, [conn_fd, out_fd, err_fd]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from lockstep._core import flags
+from lockstep._core import flags, gpus
 from lockstep._core.config import ScalingConfig
 from lockstep._internal.execution.worker_group import WorkerGroup
 
@@ -43,6 +43,27 @@ def warn_ray_only_options(scaling: ScalingConfig, executor: str) -> None:
             f"{', '.join(ignored)} only matters on a Ray cluster; workers run as local "
             "processes here. HINT: set ScalingConfig(executor='ray') to run on Ray",
             stacklevel=3,
+        )
+
+
+def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
+    """Local workers share this machine's GPUs: fail now if there are not enough."""
+    per_worker = scaling.num_gpus_per_worker
+    if executor == "ray" or per_worker == 0:
+        return
+    shares = 1 / per_worker if per_worker < 1 else per_worker
+    if not float(shares).is_integer():
+        raise ValueError(
+            f'resources_per_worker "GPU": {per_worker} cannot split this machine\'s GPUs '
+            "evenly. HINT: give each worker 1, 2, ... GPUs, or a share of one: 0.5, 0.25, ..."
+        )
+    workers = max(1, scaling.num_workers)
+    need, have = gpus.needed(workers, per_worker), len(gpus.visible_gpus())
+    if have < need:
+        raise ValueError(
+            f"use_gpu=True: {workers} worker(s) need {need} GPU(s) but {have} "
+            f"{'is' if have == 1 else 'are'} visible here. HINT: set use_gpu=False, use "
+            'fewer workers, or share GPUs with resources_per_worker={"GPU": 0.5}'
         )
 
 

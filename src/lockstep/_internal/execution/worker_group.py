@@ -50,6 +50,7 @@ class WorkerGroupSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
     datasets: list[dict[str, Any]] = field(default_factory=list)
     num_cpus_per_worker: float = 1.0
+    num_gpus_per_worker: float = 0.0
     sys_path: tuple[str, ...] = ()
 
     def worker_start(self, context: TrainContext) -> WorkerStart:

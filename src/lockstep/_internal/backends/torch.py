@@ -1,0 +1,132 @@
+"""The torch.distributed backend: one process group across the workers.
+
+Rank 0 opens the rendezvous store on a port its host picks (port 0, so no other process
+can take it between choosing and binding) and tells the others its address through the
+driver; every worker then joins the process group with gloo (CPU) or NCCL (GPU).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lockstep._core.context import Collective, TrainContext
+from lockstep._internal.backends.base import Backend, BackendConfig
+
+BACKENDS = ("gloo", "nccl")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchConfig(BackendConfig):
+    """How the workers' ``torch.distributed`` process group is set up.
+
+    Args:
+        backend: ``"gloo"`` or ``"nccl"``; when None, NCCL with GPUs and gloo without.
+        init_method: ``"env"`` (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as
+            ``torchrun`` does) or ``"tcp"``. Both rendezvous through rank 0's store.
+        timeout_s: How long collective operations wait before failing.
+
+    Example:
+        >>> TorchConfig(backend="gloo", timeout_s=60).backend
+        'gloo'
+    """
+
+    backend: Literal["gloo", "nccl"] | None = None
+    init_method: Literal["env", "tcp"] = "env"
+    timeout_s: int = 1800
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ValueError(
+                f"unknown torch backend {self.backend!r}. HINT: use 'gloo' (CPU) or 'nccl' (GPU)"
+            )
+        if self.init_method not in ("env", "tcp"):
+            raise ValueError(f"init_method must be 'env' or 'tcp', got {self.init_method!r}")
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
+            raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+
+    @property
+    def backend_cls(self) -> type[Backend]:
+        return TorchBackend
+
+    def for_devices(self, use_gpu: bool) -> TorchConfig:
+        """This config with the process-group backend chosen, checked against ``use_gpu``."""
+        if self.backend is None:
+            from dataclasses import replace
+
+            return replace(self, backend="nccl" if use_gpu else "gloo")
+        if self.backend == "nccl" and not use_gpu:
+            raise ValueError(
+                "TorchConfig(backend='nccl') needs GPUs but use_gpu=False. "
+                "HINT: set ScalingConfig(use_gpu=True), or use backend='gloo'"
+            )
+        return self
+
+
+class TorchBackend(Backend):
+    """Sets up ``torch.distributed`` in each worker and tears it down after."""
+
+    config: TorchConfig
+
+    def worker_env(self, context: TrainContext) -> dict[str, str]:
+        return {
+            "RANK": str(context.world_rank),
+            "LOCAL_RANK": str(context.local_rank),
+            "WORLD_SIZE": str(context.world_size),
+            "LOCAL_WORLD_SIZE": str(context.local_world_size),
+            "NODE_RANK": str(context.node_rank),
+        }
+
+    def on_worker_start(self, context: TrainContext, collective: Collective) -> None:
+        import torch
+        import torch.distributed as dist
+
+        backend = self.config.backend or "gloo"
+        if backend == "nccl":
+            os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+            torch.cuda.set_device(0)  # the first of the GPUs this worker was given
+        timeout = datetime.timedelta(seconds=self.config.timeout_s)
+        store, address, port = _rendezvous(context, collective, timeout)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, str(port)
+        dist.init_process_group(
+            backend,
+            store=store,
+            rank=context.world_rank,
+            world_size=context.world_size,
+            timeout=timeout,
+        )
+
+    def on_worker_shutdown(self, context: TrainContext) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _rendezvous(
+    context: TrainContext, collective: Collective, timeout: datetime.timedelta
+) -> tuple[Any, str, int]:
+    import torch.distributed as dist
+
+    store = None
+    address, port = context.node_ip, 0
+    if context.world_rank == 0:
+        store = dist.TCPStore(  # type: ignore[attr-defined]
+            address,
+            0,
+            context.world_size,
+            is_master=True,
+            timeout=timeout,
+            wait_for_workers=False,
+        )
+        port = store.port
+    address, port = collective.broadcast_from_rank_zero((address, port))
+    if store is None:
+        store = dist.TCPStore(  # type: ignore[attr-defined]
+            address, port, context.world_size, is_master=False, timeout=timeout
+        )
+    return store, address, port

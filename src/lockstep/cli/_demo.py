@@ -1,0 +1,215 @@
+"""`lockstep demo`: a small ConvNet on scikit-learn's 8x8 digits, on 2 local workers.
+
+Nothing to download: the digits ship with scikit-learn. Checkpoints are kept by validation
+accuracy, progress is shown live, and a plot of loss and accuracy per epoch is written into
+the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from lockstep import train
+from lockstep.train import CheckpointConfig, Result, RunConfig, ScalingConfig
+
+PLOT_FILE = "training_curves.png"
+
+
+def load_digits(split: str, limit: int | None = None) -> tuple[Any, Any]:
+    """The digits as ``(images [N, 1, 8, 8] in 0..1, labels)``; 80/20 train/validation."""
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    digits = sklearn_digits()
+    order = np.random.default_rng(0).permutation(len(digits.target))
+    cut = int(0.8 * len(order))
+    rows = order[:cut] if split == "train" else order[cut:]
+    rows = rows[:limit] if limit else rows
+    images = torch.tensor(digits.images[rows] / 16.0, dtype=torch.float32).unsqueeze(1)
+    return images, torch.tensor(digits.target[rows], dtype=torch.long)
+
+
+def build_model() -> Any:
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 8x8 -> 4x4
+        nn.Flatten(),
+        nn.Dropout(0.25),
+        nn.Linear(32 * 4 * 4, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+
+
+def train_func(config: dict[str, Any]) -> None:
+    """One worker's part: trains on its shard, validates on its shard, reports the means."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from lockstep.train.torch import prepare_data_loader, prepare_model
+
+    limit = config.get("limit")
+    train_set = TensorDataset(*load_digits("train", limit))
+    valid_set = TensorDataset(*load_digits("valid", limit))
+    train_loader = prepare_data_loader(
+        DataLoader(train_set, batch_size=config["batch_size"], shuffle=True)
+    )
+    valid_loader = prepare_data_loader(DataLoader(valid_set, batch_size=256))
+    model = prepare_model(build_model())
+    optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
+    start = _resume(model, optimizer)
+    for epoch in range(start, config["epochs"]):
+        train_loader.sampler.set_epoch(epoch)
+        model.train()
+        loss_sum, seen = 0.0, 0
+        for images, labels in train_loader:
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_sum, seen = loss_sum + loss.item() * len(labels), seen + len(labels)
+        val_loss, val_accuracy = _validate(model, valid_loader)
+        metrics = {
+            "epoch": epoch,
+            "train_loss": _mean_over_workers(loss_sum, seen),
+            "val_loss": val_loss,
+            "val_accuracy": val_accuracy,
+        }
+        _report_with_checkpoint(metrics, model, optimizer)
+
+
+def _validate(model: Any, loader: Any) -> tuple[float, float]:
+    import torch
+
+    model.eval()
+    loss_sum, correct, seen = 0.0, 0, 0
+    with torch.no_grad():
+        for images, labels in loader:
+            logits = model(images)
+            loss_sum += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            correct += int((logits.argmax(dim=1) == labels).sum())
+            seen += len(labels)
+    return _mean_over_workers(loss_sum, seen), _mean_over_workers(correct, seen)
+
+
+def _mean_over_workers(total: float, count: int) -> float:
+    """A mean over every worker's samples, not just this one's."""
+    import torch
+    import torch.distributed as dist
+
+    both = torch.tensor([float(total), float(count)], dtype=torch.float64)
+    if dist.is_initialized():
+        dist.all_reduce(both)
+    return float(both[0] / max(both[1], 1.0))
+
+
+def _resume(model: Any, optimizer: Any) -> int:
+    import torch
+
+    checkpoint = train.get_checkpoint()
+    if checkpoint is None:
+        return 0
+    with checkpoint.as_directory() as d:
+        state = torch.load(os.path.join(d, "model.pt"), weights_only=True)
+    getattr(model, "module", model).load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["epoch"]) + 1
+
+
+def _report_with_checkpoint(metrics: dict[str, Any], model: Any, optimizer: Any) -> None:
+    import torch
+
+    with tempfile.TemporaryDirectory() as d:
+        if train.get_context().get_world_rank() == 0:
+            state = {
+                "model": getattr(model, "module", model).state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch": metrics["epoch"],
+            }
+            torch.save(state, os.path.join(d, "model.pt"))
+        train.report(metrics, checkpoint=train.Checkpoint.from_directory(d))
+
+
+def run_demo(
+    *,
+    epochs: int = 15,
+    num_workers: int = 2,
+    storage_path: str = "./runs",
+    name: str = "demo",
+    limit: int | None = None,
+    verbose: int = 1,
+) -> Result:
+    """Train the demo model and write its plot; returns the run's Result."""
+    from lockstep.train.torch import TorchTrainer
+
+    trainer = TorchTrainer(
+        train_func,
+        train_loop_config={"epochs": epochs, "lr": 0.003, "batch_size": 32, "limit": limit},
+        scaling_config=ScalingConfig(num_workers=num_workers),
+        run_config=RunConfig(
+            name=name,
+            storage_path=storage_path,
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=2,
+                checkpoint_score_attribute="val_accuracy",
+                checkpoint_score_order="max",
+            ),
+            verbose=verbose,
+        ),
+    )
+    return trainer.fit()
+
+
+def plot(result: Result) -> str:
+    """Loss and accuracy per epoch, as a PNG in the run directory; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = result.metrics_dataframe
+    assert frame is not None, "the run reported nothing"
+    figure, (losses, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
+    losses.plot(frame["epoch"], frame["train_loss"], marker="o", label="train")
+    losses.plot(frame["epoch"], frame["val_loss"], marker="o", label="validation")
+    losses.set(title="Loss", xlabel="epoch", ylabel="cross-entropy")
+    losses.legend()
+    accuracy.plot(frame["epoch"], frame["val_accuracy"], marker="o", color="tab:green")
+    accuracy.set(title="Validation accuracy", xlabel="epoch", ylim=(0, 1))
+    figure.tight_layout()
+    path = os.path.join(result.path, PLOT_FILE)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def main(args: Any) -> int:
+    started = time.perf_counter()
+    result = run_demo(
+        epochs=args.epochs,
+        num_workers=args.workers,
+        storage_path=args.storage_path,
+        name=args.name,
+        limit=args.limit,
+    )
+    elapsed = time.perf_counter() - started
+    best_checkpoint, best = result.best_checkpoints[-1]
+    print()
+    print(
+        f"Validation accuracy: {result.metrics['val_accuracy']:.1%} after "
+        f"{result.metrics['epoch'] + 1} epochs (best {best['val_accuracy']:.1%}, "
+        f"epoch {best['epoch']}, in {os.path.basename(best_checkpoint.path)})"
+    )
+    print(f"Time: {elapsed:.1f} s on {args.workers} workers")
+    print(f"Run directory: {result.path}")
+    print(f"Plot: {plot(result)}")
+    return 0

@@ -1,0 +1,27 @@
+"""PyTorch on lockstep: TorchTrainer and the helpers a training function calls.
+
+The same names as ``ray.train.torch``.
+"""
+
+# DistributedDataParallel imports torch._dynamo the first time one is built (1-2 s). Paying
+# for it once here means every worker forked from this driver starts with it imported.
+import torch._dynamo  # noqa: F401
+
+from lockstep._internal.backends.torch import TorchConfig
+from lockstep.train.torch._data import enable_reproducibility, prepare_data_loader
+from lockstep.train.torch._devices import get_device, get_devices
+from lockstep.train.torch._model import accelerate, backward, prepare_model, prepare_optimizer
+from lockstep.train.torch._trainer import TorchTrainer
+
+__all__ = [
+    "TorchConfig",
+    "TorchTrainer",
+    "accelerate",
+    "backward",
+    "enable_reproducibility",
+    "get_device",
+    "get_devices",
+    "prepare_data_loader",
+    "prepare_model",
+    "prepare_optimizer",
+]
