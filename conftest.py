@@ -52,8 +52,13 @@ def _threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if not t.name.startswith(LIBRARY_THREADS)}
 
 
+# Variables a library sets for the whole process the first time it is imported:
+# torch._dynamo (imported by lockstep.train.torch) sets TORCHINDUCTOR_CACHE_DIR.
+LIBRARY_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+
+
 def _environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    return {k: v for k, v in os.environ.items() if k not in LIBRARY_ENV}
 
 
 def _temp_files() -> set[str]:

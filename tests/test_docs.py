@@ -31,21 +31,23 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_main_command_installs_and_runs_the_quickstart():
     main_command = bash_commands()[0]
-    assert main_command == "pip install -e . && python examples/quickstart.py"
-    run_dir = ROOT / "runs" / "quickstart"
-    existed = run_dir.exists()
+    assert main_command == 'pip install -e ".[demo]" && lockstep demo'
+    runs = ROOT / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
     try:
         done = subprocess.run(
-            ["bash", "-c", main_command], cwd=ROOT, capture_output=True, text=True, timeout=600
+            ["bash", "-c", main_command], cwd=ROOT, capture_output=True, text=True, timeout=900
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "model on rank 0: weight=" in done.stdout
-        assert (run_dir / "run_state.json").exists()
+        assert "Validation accuracy:" in done.stdout
+        (made,) = set(runs.iterdir()) - before
+        assert (made / "training_curves.png").exists()
+        assert (made / "run_state.json").exists()
     finally:
-        if not existed:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            if not any((ROOT / "runs").iterdir()):
-                (ROOT / "runs").rmdir()
+        for path in set(runs.iterdir()) - before if runs.exists() else ():
+            shutil.rmtree(path, ignore_errors=True)
+        if runs.exists() and not any(runs.iterdir()):
+            runs.rmdir()
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
@@ -55,11 +57,13 @@ def test_readme_python_blocks_run(index, tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert "{'epoch': 4, 'loss': 0.2}" in done.stdout
+    assert "'epoch': " in done.stdout
 
 
 EXAMPLES = {
     "quickstart.py": ["--epochs", "6"],
+    "torch_two_layer.py": ["--epochs", "2"],
+    "torch_convnet_checkpoint.py": ["--epochs", "2"],
 }
 
 

@@ -10,9 +10,11 @@ import pytest
 
 PUBLIC_MODULES = [
     "lockstep",
+    "lockstep.cli",
     "lockstep.testing",
     "lockstep.train",
     "lockstep.train.collective",
+    "lockstep.train.torch",
 ]
 SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
 

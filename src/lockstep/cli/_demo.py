@@ -60,7 +60,7 @@ def train_func(config: dict[str, Any]) -> None:
     limit = config.get("limit")
     train_set = TensorDataset(*load_digits("train", limit))
     valid_set = TensorDataset(*load_digits("valid", limit))
-    train_loader = prepare_data_loader(
+    train_loader: Any = prepare_data_loader(
         DataLoader(train_set, batch_size=config["batch_size"], shuffle=True)
     )
     valid_loader = prepare_data_loader(DataLoader(valid_set, batch_size=256))
@@ -74,7 +74,7 @@ def train_func(config: dict[str, Any]) -> None:
         for images, labels in train_loader:
             loss = torch.nn.functional.cross_entropy(model(images), labels)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             loss_sum, seen = loss_sum + loss.item() * len(labels), seen + len(labels)
         val_loss, val_accuracy = _validate(model, valid_loader)
@@ -109,7 +109,7 @@ def _mean_over_workers(total: float, count: int) -> float:
     both = torch.tensor([float(total), float(count)], dtype=torch.float64)
     if dist.is_initialized():
         dist.all_reduce(both)
-    return float(both[0] / max(both[1], 1.0))
+    return float(both[0] / both[1].clamp(min=1.0))
 
 
 def _resume(model: Any, optimizer: Any) -> int:
@@ -194,14 +194,16 @@ def plot(result: Result) -> str:
 
 def main(args: Any) -> int:
     started = time.perf_counter()
+    name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     result = run_demo(
         epochs=args.epochs,
         num_workers=args.workers,
         storage_path=args.storage_path,
-        name=args.name,
+        name=name,
         limit=args.limit,
     )
     elapsed = time.perf_counter() - started
+    assert result.metrics is not None, "the run reported nothing"
     best_checkpoint, best = result.best_checkpoints[-1]
     print()
     print(

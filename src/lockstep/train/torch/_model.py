@@ -48,9 +48,12 @@ def prepare_model(
     Args:
         model: The model.
         move_to_device: True for :func:`get_device`, a device, or False to leave it.
-        parallel_strategy: ``"ddp"`` (DistributedDataParallel), ``"fsdp"``
-            (FullyShardedDataParallel) or None; only applied with more than one worker.
-        parallel_strategy_kwargs: Passed to the wrapper, e.g. ``{"find_unused_parameters": True}``.
+        parallel_strategy: ``"ddp"`` (DistributedDataParallel), ``"fsdp"`` (FSDP2's
+            ``torch.distributed.fsdp.fully_shard``, on GPU and CPU alike) or None; only
+            applied with more than one worker.
+        parallel_strategy_kwargs: Passed to the wrapper, e.g.
+            ``{"find_unused_parameters": True}`` for DDP, ``{"reshard_after_forward": False}``
+            for ``fully_shard``.
 
     Example:
         >>> model = prepare_model(torch.nn.Linear(2, 1))  # one worker: not wrapped
@@ -70,11 +73,11 @@ def prepare_model(
         return model
     kwargs = dict(parallel_strategy_kwargs or {})
     if parallel_strategy == "fsdp":
-        from torch.distributed.fsdp import FullyShardedDataParallel
+        # FSDP2: unlike FullyShardedDataParallel it also runs on CPU (gloo).
+        from torch.distributed.fsdp import fully_shard
 
-        if device.type == "cuda":
-            kwargs.setdefault("device_id", device)
-        return FullyShardedDataParallel(model, **kwargs)
+        fully_shard(model, **kwargs)  # shards in place; the module stays the same object
+        return model
     from torch.nn.parallel import DistributedDataParallel
 
     if device.type == "cuda":
