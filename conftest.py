@@ -43,9 +43,10 @@ def _children() -> set[int]:
     return {p.pid for p in worker_processes()}
 
 
-# fsspec runs one IO loop thread per process for its async filesystems (s3fs), by design;
-# it is started on first use and lives as long as the process.
-LIBRARY_THREADS = ("fsspecIO", "asyncio_")
+# Threads a library starts once and keeps for the life of the process, by design: fsspec's
+# IO loop for its async filesystems (s3fs), and Ray Data's usage-metrics poller in a driver
+# that ran a dataset.
+LIBRARY_THREADS = ("fsspecIO", "asyncio_", "data-usage-metrics-poller")
 
 
 def _threads() -> set[threading.Thread]:
@@ -142,3 +143,16 @@ def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     finally:
         fsspec.filesystem("s3").clear_instance_cache()
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """A real Ray cluster for this test session: a head node with 4 CPUs."""
+    from tests.ray_cluster import LocalRayCluster
+
+    cluster = LocalRayCluster()
+    try:
+        cluster.start_head(num_cpus=4)
+        yield cluster
+    finally:
+        cluster.stop()

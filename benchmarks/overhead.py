@@ -1,10 +1,14 @@
 """Overhead of a trivial run: fit() of 2 workers that report 10 times.
 
-Baseline, measured in the same run: two processes started with multiprocessing's spawn
-method that each send 10 messages back over a pipe.
+Local processes (default): the baseline, measured in the same run, is two processes started
+with multiprocessing's spawn method that each send 10 messages back over a pipe.
 Targets: fit() within 1.5x the baseline, and under 0.5 s.
 
-    python benchmarks/overhead.py [--repeats 5]
+On Ray (--executor ray): on a running Ray instance (RAY_ADDRESS, else a local one is
+started), against the same job with Ray Train 2.x (V2) when it is installed.
+Target: lockstep's fit() under 0.25x Ray Train's.
+
+    python benchmarks/overhead.py [--repeats 5] [--executor ray]
 """
 
 from __future__ import annotations
@@ -62,11 +66,52 @@ def lockstep_once(storage: str, executor: str) -> float:
     return elapsed
 
 
+def ray_train_once(storage: str) -> float:
+    """The same job with Ray Train's own DataParallelTrainer (V2)."""
+    from ray import train as ray_train
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer as RayTrainer
+
+    def report_ten_times_on_ray_train() -> None:
+        for i in range(10):
+            ray_train.report({"i": i})
+
+    trainer = RayTrainer(
+        report_ten_times_on_ray_train,
+        scaling_config=ray_train.ScalingConfig(num_workers=2),
+        run_config=ray_train.RunConfig(storage_path=storage),
+    )
+    start = time.perf_counter()
+    trainer.fit()
+    return time.perf_counter() - start
+
+
+def on_ray(repeats: int) -> None:
+    import ray
+
+    ray.init(log_to_driver=False)
+    with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
+        first = lockstep_once(storage, "ray")
+        ours = statistics.median([lockstep_once(storage, "ray") for _ in range(repeats)])
+        try:
+            theirs = ray_train_once(storage)
+        except ImportError:
+            theirs = None
+    print(f"lockstep fit() on Ray, first: {first:.3f} s, median of {repeats}: {ours:.3f} s")
+    if theirs is None:
+        print("Ray Train is not installed: pip install 'ray[train]' to compare")
+        return
+    print(f"Ray Train 2.x fit() of the same job: {theirs:.3f} s")
+    print(f"ratio lockstep / Ray Train: {ours / theirs:.3f}x (target < 0.25x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--executor", choices=["process", "ray"], default="process")
     args = parser.parse_args()
+    if args.executor == "ray":
+        on_ray(args.repeats)
+        return
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
         first = lockstep_once(storage, args.executor)
         ours = [lockstep_once(storage, args.executor) for _ in range(args.repeats)]

@@ -297,11 +297,13 @@ class DataConfig:
         """Each worker's datasets: split ones in equal parts, the others whole."""
         shards: list[dict[str, Any]] = [{} for _ in range(world_size)]
         for name, dataset in datasets.items():
-            parts = (
-                dataset.split(world_size, equal=True)
-                if self.should_split(name)
-                else [dataset] * world_size
-            )
+            if not self.should_split(name):
+                parts = [dataset] * world_size
+            elif is_ray_dataset(dataset):
+                # Ray Data streams each worker its part through a coordinator, as Ray Train does.
+                parts = dataset.streaming_split(world_size, equal=True)
+            else:
+                parts = dataset.split(world_size, equal=True)
             for rank, part in enumerate(parts):
                 shards[rank][name] = part
         return shards
@@ -330,3 +332,11 @@ class DataConfig:
                 f"DataConfig(datasets_to_split=...) names {missing}, which are not among the "
                 f"datasets given: {sorted(names)}"
             )
+
+
+def is_ray_dataset(dataset: object) -> bool:
+    """Whether ``dataset`` is a ``ray.data.Dataset`` (told without importing Ray)."""
+    return any(
+        cls.__module__.startswith("ray.data") and cls.__name__ == "Dataset"
+        for cls in type(dataset).__mro__
+    )

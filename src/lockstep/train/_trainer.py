@@ -14,7 +14,7 @@ from typing import Any
 
 from lockstep._core import flags, pickling, storage
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
@@ -23,9 +23,9 @@ from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.execution.select import (
-    check_local_resources,
     choose_executor,
     make_worker_group,
+    prepare_executor,
     warn_ray_only_options,
 )
 from lockstep._internal.execution.worker_group import WorkerGroupSpec
@@ -89,10 +89,12 @@ class DataParallelTrainer:
         )
         self.metadata = _check_metadata(metadata)
         self._executor = choose_executor(self.scaling_config)
+        _check_ray_datasets(self.datasets, self._executor)
         warn_ray_only_options(self.scaling_config, self._executor)
-        check_local_resources(self.scaling_config, self._executor)
+        prepare_executor(self.scaling_config, self._executor)
         self._train_fn = _pickle_function(train_loop_per_worker, train_loop_config, takes_config)
-        self._pickled_datasets = pickling.dumps(self.datasets, "datasets") if self.datasets else b""
+        # Shards are sent to the workers: find out now if one cannot be pickled.
+        pickling.dumps(_local_datasets(self.datasets), "datasets")
 
     def fit(self) -> Result:
         """Run the training function on every worker until it returns; return the Result.
@@ -114,7 +116,7 @@ class DataParallelTrainer:
         run_log.write_params(self._params())
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         return TrainController(
-            make_worker_group=lambda: make_worker_group(self._executor),
+            make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
             spec=self._spec(run_dir),
             checkpoints=checkpoints,
             run_log=run_log,
@@ -175,11 +177,9 @@ class DataParallelTrainer:
         num_workers = max(1, self.scaling_config.num_workers)
         datasets: list[dict[str, Any]] = []
         if self.datasets:
-            import cloudpickle
-
-            # Each attempt gets fresh shards: a copy, never the driver's own objects.
-            fresh = cloudpickle.loads(self._pickled_datasets)
-            datasets = (self.dataset_config or DataConfig()).configure(fresh, num_workers)
+            # Datasets are immutable descriptions: each attempt splits them afresh.
+            config = self.dataset_config or DataConfig()
+            datasets = config.configure(self.datasets, num_workers)
         backend = (self.backend_config or BackendConfig()).make_backend()
         return WorkerGroupSpec(
             num_workers=num_workers,
@@ -212,6 +212,11 @@ class DataParallelTrainer:
     def _pickle_for_restore(self) -> bytes:
         kwargs = dict(self._init_kwargs)
         kwargs["run_config"] = self.run_config
+        if kwargs.get("datasets") and len(_local_datasets(kwargs["datasets"])) < len(
+            kwargs["datasets"]
+        ):
+            # Ray datasets live in the cluster: restore(path, datasets=...) must pass them again.
+            kwargs["datasets"] = None
         return pickling.dumps(kwargs, "the trainer's arguments")
 
     def __repr__(self) -> str:
@@ -272,6 +277,20 @@ def _pickle_function(
         pickling.dumps(fn, "train_loop_per_worker")
         pickling.dumps(config_copy, "train_loop_config")
         raise
+
+
+def _local_datasets(datasets: Mapping[str, Any]) -> dict[str, Any]:
+    """The datasets that are not Ray datasets (those are passed to Ray's actors by Ray)."""
+    return {k: v for k, v in datasets.items() if not is_ray_dataset(v)}
+
+
+def _check_ray_datasets(datasets: Mapping[str, Any], executor: str) -> None:
+    ray_names = sorted(k for k, v in datasets.items() if is_ray_dataset(v))
+    if ray_names and executor != "ray":
+        raise ValueError(
+            f"datasets {ray_names} are ray.data Datasets, which need workers on Ray. HINT: set "
+            "ScalingConfig(executor='ray'), or use lockstep.data datasets on local processes"
+        )
 
 
 def _check_type(value: Any, kind: type, name: str) -> Any:

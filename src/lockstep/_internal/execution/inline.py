@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution.messages import WorkerStart
 from lockstep._internal.execution.worker_group import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
@@ -44,13 +45,14 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
         }
 
     def _launch(
-        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+        self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         ours, theirs = Pipe()
         self._thread = threading.Thread(
             target=self._run, args=(theirs,), name="lockstep-inline-rank0", daemon=True
         )
         self._thread.start()
+        self._send_starts({0: ours}, starts)
         return {0: ours}
 
     @staticmethod

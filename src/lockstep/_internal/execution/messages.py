@@ -1,7 +1,7 @@
 """Messages between the driver and its workers, one connection per worker.
 
 Worker to driver: Report, CollectiveRequest, Returned, Failed.
-Driver to worker: WorkerStart (first), CheckpointCommitted, CollectiveReply.
+Driver to worker: WorkerStart (first), CheckpointCommitted, CollectiveReply, Stop.
 """
 
 from __future__ import annotations
@@ -78,6 +78,11 @@ class CollectiveReply:
     seq: int
     value: Any = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop now: unwind the training function (used where no signal can be sent)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from lockstep._core import flags, gpus
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution import forkserver
+from lockstep._internal.execution.messages import WorkerStart
 from lockstep._internal.execution.output import OutputPump
 from lockstep._internal.execution.worker_group import (
     ConnectedWorkerGroup,
@@ -58,19 +59,20 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         }
 
     def _launch(
-        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+        self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         self._pump = OutputPump()
         conns: dict[int, Connection] = {}
         try:
-            for rank, context in contexts.items():
-                conns[rank] = self._spawn(rank, spec, context)
+            for rank, start in starts.items():
+                conns[rank] = self._spawn(rank, spec, start.context)
         except BaseException:
             for conn in conns.values():
                 conn.close()
             self._stop_workers()
             raise
         self._pump.start()
+        self._send_starts(conns, starts)
         return conns
 
     def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:

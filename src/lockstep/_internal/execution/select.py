@@ -67,7 +67,7 @@ def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
         )
 
 
-def make_worker_group(executor: str) -> WorkerGroup:
+def make_worker_group(executor: str, scaling: ScalingConfig) -> WorkerGroup:
     if executor == "inline":
         from lockstep._internal.execution.inline import InlineWorkerGroup
 
@@ -76,10 +76,20 @@ def make_worker_group(executor: str) -> WorkerGroup:
         from lockstep._internal.execution.process import ProcessWorkerGroup
 
         return ProcessWorkerGroup()
-    raise ValueError(
-        f"executor={executor!r} is not available in this version of lockstep. "
-        "HINT: use executor='process'"
-    )
+    assert executor == "ray", executor
+    from lockstep._internal.execution.ray_group import RayWorkerGroup
+
+    return RayWorkerGroup(scaling)
+
+
+def prepare_executor(scaling: ScalingConfig, executor: str) -> None:
+    """Check, at construction, that the chosen executor can run these workers."""
+    if executor == "ray":
+        from lockstep._internal.execution.ray_group import check_cluster
+
+        check_cluster(scaling)
+    else:
+        check_local_resources(scaling, executor)
 
 
 def _ray_initialized() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from lockstep._internal.execution.messages import (
     CollectiveReply,
     CollectiveRequest,
     Report,
+    Stop,
     WorkerStart,
 )
 from lockstep._internal.execution.metrics import check_reserved, check_score, clean_metrics
@@ -195,6 +197,9 @@ class Session:
                 self._resolve("checkpoint", message.step, None)
             elif isinstance(message, CollectiveReply):
                 self._resolve("collective", message.seq, message)
+            elif isinstance(message, Stop) and self._on_driver_lost is not None:
+                # Raise in the main thread through the process's own SIGTERM handler.
+                os.kill(os.getpid(), signal.SIGTERM)
         self._driver_lost()
 
     def _driver_lost(self) -> None:

@@ -100,12 +100,9 @@ class ConnectedWorkerGroup(abc.ABC):
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
         self._done = set()
-        contexts = self._contexts(spec)
-        self._conns = self._launch(spec, contexts)
+        starts = {rank: spec.worker_start(c) for rank, c in self._contexts(spec).items()}
+        self._conns = self._launch(spec, starts)
         self._ranks = {id(conn): rank for rank, conn in self._conns.items()}
-        for rank, conn in self._conns.items():
-            # A worker that died while starting shows up in poll(), with its exit code.
-            self._send(conn, spec.worker_start(contexts[rank]))
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
@@ -138,9 +135,10 @@ class ConnectedWorkerGroup(abc.ABC):
 
     @abc.abstractmethod
     def _launch(
-        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+        self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
-        """Start every worker; return the driver's end of each one's connection."""
+        """Start every worker and give it its WorkerStart; return the driver's end of each
+        one's connection."""
 
     @abc.abstractmethod
     def _lost(self, rank: int) -> WorkerFailure:
@@ -197,6 +195,11 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank in ranks:
             if rank in self._conns:
                 self._send(self._conns[rank], reply)
+
+    def _send_starts(self, conns: dict[int, Connection], starts: dict[int, WorkerStart]) -> None:
+        for rank, conn in conns.items():
+            # A worker that died while starting shows up in poll(), with its exit code.
+            self._send(conn, starts[rank])
 
     @staticmethod
     def _send(conn: Connection, message: object) -> None:

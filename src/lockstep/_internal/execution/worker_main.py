@@ -27,9 +27,13 @@ class WorkerStopped(BaseException):
     """The driver asked this worker to stop (SIGTERM); raised in its main thread."""
 
 
-def run_worker(conn: Connection, *, in_process: bool) -> int:
-    """Run one worker to completion over ``conn``; return its exit code."""
-    start: WorkerStart = conn.recv()
+def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None = None) -> int:
+    """Run one worker to completion over ``conn``; return its exit code.
+
+    ``start`` arrives over ``conn`` unless it was handed over already (by Ray).
+    """
+    if start is None:
+        start = conn.recv()
     if not in_process:
         _extend_sys_path(start.sys_path)
     on_lost = None if in_process else _exit_now
@@ -64,8 +68,9 @@ def _check_run_dir_visible(start: WorkerStart) -> None:
         import socket
 
         raise UsageError(
-            f"rank {start.context.world_rank} on host {socket.gethostname()!r} cannot see the "
-            f"run directory {start.run_dir.uri!r} that the driver created. HINT: put "
+            f"rank {start.context.world_rank} on node {start.context.node_ip} (host "
+            f"{socket.gethostname()!r}) cannot see the run directory {start.run_dir.uri!r} that "
+            "the driver created. HINT: put "
             "storage_path on storage every worker shares (a local path on one machine, an "
             "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
         )
@@ -144,8 +149,9 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _stop(signum: int, frame: object) -> None:
-    # Unwind the user's code, so that its `with` blocks and `finally` clauses clean up.
+def stop_handler(signum: int, frame: object) -> None:
+    """SIGTERM's handler in a worker: unwind the user's code, so that its ``with`` blocks
+    and ``finally`` clauses clean up."""
     raise WorkerStopped()
 
 
@@ -156,7 +162,7 @@ def main() -> None:
 
 def run_process(fd: int, parent_pid: int) -> None:
     """Run the worker whose connection is ``fd``; exits the process when done."""
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, stop_handler)
     _die_with_parent(parent_pid)
     try:
         code = run_worker(Connection(fd), in_process=False)

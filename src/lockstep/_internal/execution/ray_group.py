@@ -1,0 +1,259 @@
+"""RayWorkerGroup: one Ray actor per rank, in a placement group, on a Ray cluster.
+
+Each actor runs the same worker code as a local process and talks to the driver the same
+way, over a TCP connection it opens to the driver (authenticated with a key only this run
+knows). Only the WorkerStart travels through Ray, as the actor call's argument, so that Ray
+objects in it (``ray.data`` iterators) are passed the way Ray passes them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import time
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from lockstep._core import flags
+from lockstep._core.config import ScalingConfig
+from lockstep._core.context import TrainContext
+from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution.messages import Stop, WorkerStart
+from lockstep._internal.execution.worker_group import (
+    ConnectedWorkerGroup,
+    WorkerGroupSpec,
+    lost_connection,
+)
+
+# How long to wait for the cluster to fit the workers, and for them to connect back.
+_PLACEMENT_TIMEOUT_S = 120.0
+_CONNECT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: str
+    ip: str
+    pid: int
+
+
+class _RayWorker:
+    """The actor: reports where it runs, then runs one worker over a connection."""
+
+    def node_info(self) -> NodeInfo:
+        return NodeInfo(
+            ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), os.getpid()
+        )
+
+    def run(
+        self, address: tuple[str, int], authkey: bytes, start: WorkerStart, env: dict[str, str]
+    ) -> int:
+        from lockstep._internal.execution import worker_main
+
+        os.environ.update(env)
+        conn = Client(address, authkey=authkey)
+        conn.send(start.context.world_rank)
+        # Stopping a worker (a Stop over the connection, then SIGTERM) unwinds its code.
+        previous = signal.signal(signal.SIGTERM, worker_main.stop_handler)
+        try:
+            return worker_main.run_worker(conn, in_process=False, start=start)
+        except worker_main.WorkerStopped:
+            return 128 + signal.SIGTERM
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            conn.close()
+
+
+def connect() -> None:
+    """Join the Ray cluster (``RAY_ADDRESS``) or start a local one, unless connected."""
+    if not ray.is_initialized():
+        ray.init(log_to_driver=True)
+
+
+def bundle(scaling: ScalingConfig) -> dict[str, float]:
+    """One worker's resources, as a placement-group bundle."""
+    resources = {"CPU": scaling.num_cpus_per_worker, "GPU": scaling.num_gpus_per_worker}
+    resources.update(
+        {
+            k: float(v)
+            for k, v in (scaling.resources_per_worker or {}).items()
+            if k not in ("CPU", "GPU")
+        }
+    )
+    if scaling.accelerator_type is not None:
+        resources[f"accelerator_type:{scaling.accelerator_type}"] = 0.001
+    return {k: v for k, v in resources.items() if v > 0}
+
+
+def check_cluster(scaling: ScalingConfig) -> None:
+    """Fail now if the whole cluster could never hold the workers."""
+    connect()
+    total = ray.cluster_resources()
+    need = bundle(scaling)
+    workers = max(1, scaling.num_workers)
+    short = {
+        k: (v * workers, total.get(k, 0.0))
+        for k, v in need.items()
+        if v * workers > total.get(k, 0.0)
+    }
+    if short:
+        detail = ", ".join(
+            f"{k}: {want:g} wanted, {have:g} in the cluster"
+            for k, (want, have) in sorted(short.items())
+        )
+        raise ValueError(
+            f"the Ray cluster cannot hold {workers} workers of {need} ({detail}). "
+            "HINT: ask for fewer workers or resources, or add nodes to the cluster"
+        )
+
+
+class RayWorkerGroup(ConnectedWorkerGroup):
+    """Runs each rank in a Ray actor, placed by ``ScalingConfig``."""
+
+    def __init__(self, scaling: ScalingConfig) -> None:
+        super().__init__()
+        self._scaling = scaling
+        self._pg: PlacementGroup | None = None
+        self._actors: dict[int, Any] = {}
+        self._refs: dict[int, Any] = {}
+        self._info: dict[int, NodeInfo] = {}
+        self._listener: Listener | None = None
+
+    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+        connect()
+        n = spec.num_workers
+        self._pg = placement_group(
+            [bundle(self._scaling)] * n, strategy=self._scaling.placement_strategy
+        )
+        try:
+            ray.get(self._pg.ready(), timeout=_PLACEMENT_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"the Ray cluster did not fit {n} workers of {bundle(self._scaling)} "
+                f"({self._scaling.placement_strategy}) within {_PLACEMENT_TIMEOUT_S:.0f} s"
+            ) from None
+        actor_class = ray.remote(_RayWorker)
+        actors: list[Any] = [
+            actor_class.options(
+                num_cpus=self._scaling.num_cpus_per_worker,
+                num_gpus=self._scaling.num_gpus_per_worker,
+                resources={
+                    k: v for k, v in bundle(self._scaling).items() if k not in ("CPU", "GPU")
+                },
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self._pg, i),
+            ).remote()
+            for i in range(n)
+        ]
+        infos = ray.get([a.node_info.remote() for a in actors])
+        # Ranks on one node are contiguous; nodes in the order their first worker appears,
+        # the driver's node first, so that rank 0 sits with the driver when it can.
+        here = ray.get_runtime_context().get_node_id()
+        nodes = sorted(dict.fromkeys(i.node_id for i in infos), key=lambda node: node != here)
+        order = sorted(range(n), key=lambda i: nodes.index(infos[i].node_id))
+        self._actors = {rank: actors[i] for rank, i in enumerate(order)}
+        self._info = {rank: infos[i] for rank, i in enumerate(order)}
+        return {rank: self._context(spec, rank, nodes) for rank in range(n)}
+
+    def _context(self, spec: WorkerGroupSpec, rank: int, nodes: list[str]) -> TrainContext:
+        info = self._info[rank]
+        same_node = [r for r in range(spec.num_workers) if self._info[r].node_id == info.node_id]
+        return TrainContext(
+            world_rank=rank,
+            world_size=spec.num_workers,
+            local_rank=same_node.index(rank),
+            local_world_size=len(same_node),
+            node_rank=nodes.index(info.node_id),
+            experiment_name=spec.experiment_name,
+            run_path=spec.run_dir.uri,
+            node_ip=info.ip,
+            metadata=spec.metadata,
+        )
+
+    def _launch(
+        self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
+    ) -> dict[int, Connection]:
+        authkey = secrets.token_bytes(32)
+        self._listener = Listener(("0.0.0.0", 0), authkey=authkey)
+        address = (ray.util.get_node_ip_address(), self._listener.address[1])
+        for rank, actor in self._actors.items():
+            start = starts[rank]
+            env = {"OMP_NUM_THREADS": str(max(1, int(spec.num_cpus_per_worker)))}
+            env.update(spec.backend.worker_env(start.context))
+            self._refs[rank] = actor.run.remote(address, authkey, start, env)
+        return self._accept(len(starts))
+
+    def _accept(self, count: int) -> dict[int, Connection]:
+        """The workers' connections, by rank; fails if a worker dies before it connects."""
+        assert self._listener is not None
+        server: socket.socket = self._listener._listener._socket  # type: ignore[attr-defined]
+        conns: dict[int, Connection] = {}
+        deadline = time.monotonic() + _CONNECT_TIMEOUT_S
+        while len(conns) < count:
+            server.settimeout(1.0)
+            try:
+                conn = self._listener.accept()
+            except TimeoutError:
+                self._raise_if_dead(conns)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("Ray workers did not connect to the driver") from None
+                continue
+            conns[conn.recv()] = conn
+        return conns
+
+    def _raise_if_dead(self, connected: dict[int, Connection]) -> None:
+        waiting = [ref for rank, ref in self._refs.items() if rank not in connected]
+        finished, _ = ray.wait(waiting, timeout=0, num_returns=len(waiting))
+        for ref in finished:
+            ray.get(ref)  # raises the actor's error
+
+    def _lost(self, rank: int) -> WorkerFailure:
+        info = self._info[rank]
+        who = f"rank {rank} (pid {info.pid}) on node {info.ip}"
+        ready, _ = ray.wait([self._refs[rank]], timeout=10.0)
+        if not ready:
+            return replace(lost_connection(rank, info.pid), summary=f"{who} lost its connection")
+        try:
+            code = ray.get(ready[0])
+        except ray.exceptions.RayError as exc:
+            reason = str(exc).strip().splitlines()[0]
+            return WorkerFailure(
+                rank=rank,
+                pid=info.pid,
+                kind="lost",
+                summary=f"{who} died: {reason}",
+                time=time.time(),
+            )
+        kind, summary = WorkerFailure.describe_exit(rank, info.pid, code)
+        return WorkerFailure(
+            rank=rank,
+            pid=info.pid,
+            kind=kind,
+            summary=f"{summary} on node {info.ip}",
+            exit_code=code,
+            time=time.time(),
+        )
+
+    def _stop_workers(self) -> None:
+        grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
+        running = [ref for rank, ref in self._refs.items() if rank not in self._done]
+        for rank, conn in self._conns.items():
+            if rank not in self._done:
+                self._send(conn, Stop())
+        if running:
+            ray.wait(running, timeout=grace, num_returns=len(running))
+        for actor in self._actors.values():
+            ray.kill(actor)
+        if self._pg is not None:
+            remove_placement_group(self._pg)
+            self._pg = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._actors, self._refs, self._info = {}, {}, {}

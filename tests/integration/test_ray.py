@@ -1,0 +1,201 @@
+"""The Ray executor on a real Ray cluster started by the tests (`ray start`, not mocked)."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from lockstep import train
+from lockstep.testing import train_epochs
+from lockstep.train import (
+    DataParallelTrainer,
+    RunConfig,
+    ScalingConfig,
+    TrainingFailedError,
+)
+from tests.contracts.worker_group import ProcessDeathContract
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_connected(ray_cluster):
+    """Connected for this module only: while connected, every trainer would pick Ray."""
+    import ray
+
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def live_placement_groups():
+    import ray
+
+    return [pg for pg in ray.util.placement_group_table().values() if pg["state"] != "REMOVED"]
+
+
+class TestRayWorkerGroup(ProcessDeathContract):
+    @pytest.fixture
+    def scaling_config(self):
+        return ScalingConfig(num_workers=2, executor="ray")
+
+    @pytest.fixture
+    def death_causes(self):
+        # Ray does not report the exit code of an actor's process, only that it died.
+        return {"exit": r"died", "signal": r"died"}
+
+
+def test_no_actors_or_placement_groups_are_left(run_config):
+    def train_func():
+        train.report({"pid": os.getpid()})
+        return os.getpid()
+
+    class Pids(train.UserCallback):
+        pids: list[int] = []
+
+        def after_report(self, run_context, metrics, checkpoint):
+            self.pids.extend(m["pid"] for m in metrics)
+
+    config = RunConfig(storage_path=run_config.storage_path, verbose=0, callbacks=[Pids()])
+    DataParallelTrainer(
+        train_func, scaling_config=ScalingConfig(num_workers=2), run_config=config
+    ).fit()
+    with pytest.raises(TrainingFailedError):
+        DataParallelTrainer(
+            lambda: 1 / 0, scaling_config=ScalingConfig(num_workers=2), run_config=config
+        ).fit()
+    assert live_placement_groups() == []
+    assert len(Pids.pids) == 2
+    gone, alive = psutil.wait_procs(
+        [psutil.Process(p) for p in Pids.pids if psutil.pid_exists(p)], timeout=10
+    )
+    assert alive == []
+
+
+def test_ray_is_chosen_when_initialised(run_config):
+    result = DataParallelTrainer(
+        lambda: train.get_context().node_ip,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    ).fit()
+    import ray
+
+    assert result.return_value == ray.util.get_node_ip_address()
+
+
+def test_workers_that_cannot_see_the_run_directory_fail_at_once_naming_the_node():
+    trainer = DataParallelTrainer(
+        train_epochs,
+        train_loop_config={"epochs": 2},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path="memory://lockstep-ray", name="m", verbose=0),
+    )
+    try:
+        with pytest.raises(
+            TrainingFailedError,
+            match=r"on node \d+\.\d+\.\d+\.\d+ .*cannot see "
+            r"the run directory.*shares",
+        ):
+            trainer.fit()
+    finally:
+        import fsspec
+
+        fsspec.filesystem("memory").rm("/lockstep-ray", recursive=True)
+
+
+def test_cluster_too_small_fails_at_construction():
+    with pytest.raises(
+        ValueError, match=r"cannot hold 3 workers.*CPU: 30 wanted, 4 in the cluster"
+    ):
+        DataParallelTrainer(
+            lambda: None,
+            scaling_config=ScalingConfig(num_workers=3, resources_per_worker={"CPU": 10}),
+        )
+
+
+def test_ray_data_datasets_stream_into_the_workers(run_config):
+    import ray
+
+    ds = ray.data.range(40)
+
+    def train_func():
+        shard = train.get_dataset_shard("train")
+        seen = [int(row["id"]) for row in shard.iter_rows()]
+        again = [int(row["id"]) for row in shard.iter_rows()]  # every epoch re-iterates
+        train.report({"seen": sorted(seen), "again": sorted(again) == sorted(seen)})
+
+    class Shards(train.UserCallback):
+        shards: list = []
+
+        def after_report(self, run_context, metrics, checkpoint):
+            self.shards.extend(metrics)
+
+    config = RunConfig(storage_path=run_config.storage_path, verbose=0, callbacks=[Shards()])
+    DataParallelTrainer(
+        train_func,
+        datasets={"train": ds},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=config,
+    ).fit()
+    first, second = (m["seen"] for m in Shards.shards)
+    assert len(first) == len(second) == 20 and not set(first) & set(second)
+    assert sorted(first + second) == list(range(40))
+    assert all(m["again"] for m in Shards.shards)
+
+
+def test_ray_datasets_need_the_ray_executor():
+    import ray
+
+    with pytest.raises(ValueError, match=r"\['train'\] are ray.data Datasets.*executor='ray'"):
+        DataParallelTrainer(
+            lambda: None,
+            datasets={"train": ray.data.range(4)},
+            scaling_config=ScalingConfig(num_workers=2, executor="process"),
+        )
+
+
+CTRL_C_SCRIPT = """
+import sys
+from lockstep.testing import train_epochs
+from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+DataParallelTrainer(train_epochs, train_loop_config={"epochs": 50, "sleep_s": 0.3},
+                    scaling_config=ScalingConfig(num_workers=2),
+                    run_config=RunConfig(name="c", storage_path=sys.argv[1], verbose=0)).fit()
+"""
+
+
+def test_ctrl_c_releases_the_placement_group(ray_cluster, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(CTRL_C_SCRIPT)
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        state = tmp_path / "c" / "run_state.json"
+        deadline = time.monotonic() + 120
+        while not (state.exists() and '"checkpoint_000000"' in state.read_text()):
+            assert time.monotonic() < deadline and driver.poll() is None, "no checkpoint came"
+            time.sleep(0.1)
+        assert live_placement_groups() != []
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert "KeyboardInterrupt" in err
+    deadline = time.monotonic() + 30
+    while live_placement_groups() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert live_placement_groups() == []

@@ -1,0 +1,74 @@
+"""The README's Ray commands, run for real: start a head, join a node, run the demo on the
+cluster, and submit it as a Ray job.
+
+The commands are taken from the README; only the head's address, the ports and the storage
+path are filled in, and a private temp dir is added so that exactly this cluster is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from tests.ray_cluster import LocalRayCluster, free_port
+
+pytestmark = pytest.mark.ray
+
+README = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+def ray_commands() -> list[str]:
+    section = README.split("## On a Ray cluster", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S)]
+
+
+def test_the_readme_shows_the_four_commands():
+    commands = ray_commands()
+    assert [c.split()[0:2] for c in commands] == [
+        ["ray", "start"],
+        ["ray", "start"],
+        ["RAY_ADDRESS=HEAD_IP:6379", "lockstep"],
+        ["ray", "job"],
+    ]
+
+
+def test_readme_ray_commands(tmp_path):
+    cluster = LocalRayCluster()
+    port, dashboard = free_port(), free_port()
+
+    def fill(command: str) -> str:
+        return (
+            command.replace("HEAD_IP:6379", f"127.0.0.1:{port}")
+            .replace("--port=6379", f"--port={port}")
+            .replace("HEAD_IP:8265", f"127.0.0.1:{dashboard}")
+            .replace("/mnt/shared/runs", str(tmp_path / "runs"))
+        )
+
+    def run(command: str, extra: str = "") -> str:
+        done = subprocess.run(
+            ["bash", "-c", fill(command) + extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=os.environ.copy(),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    head, join, demo, submit = ray_commands()
+    private = f" --temp-dir={cluster.temp_dir}"
+    try:
+        run(head, private + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats")
+        run(join, private + " --num-cpus=2 --disable-usage-stats")
+        out = run(demo, " --epochs 2 --limit 200 --name on-ray")
+        assert "Validation accuracy:" in out
+        assert (tmp_path / "runs" / "on-ray" / "training_curves.png").exists()
+        out = run(submit, " --epochs 1 --limit 100 --name as-job")
+        assert "Validation accuracy:" in out and "succeeded" in out
+        assert (tmp_path / "runs" / "as-job" / "run_state.json").exists()
+    finally:
+        cluster.stop()
