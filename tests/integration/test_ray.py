@@ -68,7 +68,7 @@ def test_no_actors_or_placement_groups_are_left(run_config):
         ).fit()
     assert live_placement_groups() == []
     assert len(Pids.pids) == 2
-    gone, alive = psutil.wait_procs(
+    _, alive = psutil.wait_procs(
         [psutil.Process(p) for p in Pids.pids if psutil.pid_exists(p)], timeout=10
     )
     assert alive == []
