@@ -32,8 +32,9 @@ WARMUP = 10
 
 def mlp() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                         nn.Linear(1024, 10))
+    return nn.Sequential(
+        nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+    )
 
 
 def timed_steps(model: nn.Module, steps: int) -> float:
@@ -87,7 +88,8 @@ def baseline(steps: int) -> float:
 
 def ours(steps: int, storage: str) -> float:
     result = TorchTrainer(
-        lockstep_worker, train_loop_config={"steps": steps},
+        lockstep_worker,
+        train_loop_config={"steps": steps},
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=storage, verbose=0),
     ).fit()

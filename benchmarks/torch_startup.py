@@ -79,19 +79,22 @@ def baseline() -> float:
 
 
 def main() -> None:
-    out = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, check=True)
     ours = json.loads(out.stdout)
     base = baseline()
     extra = statistics.median(ours["ten"]) - statistics.median(ours["one"])
-    print(f"driver: import torch {ours['import_torch']:.2f} s, "
-          f"import lockstep.train.torch {ours['import_lockstep']:.2f} s")
+    print(
+        f"driver: import torch {ours['import_torch']:.2f} s, "
+        f"import lockstep.train.torch {ours['import_lockstep']:.2f} s"
+    )
     print(f"first fit(): {ours['first']:.3f} s (target <= 1.2 s)")
     print(f"second fit(): {ours['second']:.3f} s (target < 0.5 s)")
     print(f"10 reports per worker add: {extra * 1000:.1f} ms (target < 10 ms)")
     print(f"baseline (mp.spawn 2 processes: import torch, gloo, all-reduce): {base:.3f} s")
-    print(f"ratio first fit / baseline: {ours['first'] / base:.2f}x, "
-          f"second fit / baseline: {ours['second'] / base:.2f}x")
+    print(
+        f"ratio first fit / baseline: {ours['first'] / base:.2f}x, "
+        f"second fit / baseline: {ours['second'] / base:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def digits():
 
 def train_loop_per_worker(config):
     train_loader = prepare_data_loader(
-        DataLoader(digits(), batch_size=config["batch_size"], shuffle=True))
+        DataLoader(digits(), batch_size=config["batch_size"], shuffle=True)
+    )
     model = prepare_model(ConvNet())
     optimizer = torch.optim.Adadelta(model.parameters(), lr=config["lr"])
     start_epoch = 0
@@ -81,11 +82,14 @@ def train_loop_per_worker(config):
         metrics = {"epoch": epoch, "loss": total_loss / seen, "accuracy": correct / seen}
         with tempfile.TemporaryDirectory() as temp_checkpoint_dir:
             if train.get_context().get_world_rank() == 0:
-                torch.save({
-                    "epoch": epoch,
-                    "model_state_dict": model.module.state_dict(),
-                    "optimizer_state_dict": optimizer.state_dict(),
-                }, os.path.join(temp_checkpoint_dir, "checkpoint.pt"))
+                torch.save(
+                    {
+                        "epoch": epoch,
+                        "model_state_dict": model.module.state_dict(),
+                        "optimizer_state_dict": optimizer.state_dict(),
+                    },
+                    os.path.join(temp_checkpoint_dir, "checkpoint.pt"),
+                )
             train.report(metrics, checkpoint=Checkpoint.from_directory(temp_checkpoint_dir))
 
 
@@ -95,10 +99,11 @@ def fit(epochs: int, storage_path: str):
         train_loop_config={"batch_size": 64, "lr": 1.0, "epochs": epochs},
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(
-            name="convnet", storage_path=storage_path,
+            name="convnet",
+            storage_path=storage_path,
             checkpoint_config=CheckpointConfig(
-                num_to_keep=2, checkpoint_score_attribute="accuracy",
-                checkpoint_score_order="max"),
+                num_to_keep=2, checkpoint_score_attribute="accuracy", checkpoint_score_order="max"
+            ),
         ),
     ).fit()
 
@@ -110,12 +115,16 @@ def main() -> None:
     args = parser.parse_args()
 
     first = fit(args.epochs // 2, args.storage_path)
-    print(f"after the first fit: epoch {first.metrics['epoch']}, "
-          f"accuracy {first.metrics['accuracy']:.3f}")
+    print(
+        f"after the first fit: epoch {first.metrics['epoch']}, "
+        f"accuracy {first.metrics['accuracy']:.3f}"
+    )
     second = fit(args.epochs, args.storage_path)  # same name: resumes from the checkpoint
     epochs = second.metrics_dataframe["epoch"].tolist()
-    print(f"after resuming: epoch {second.metrics['epoch']}, "
-          f"accuracy {second.metrics['accuracy']:.3f}, epochs run: {epochs}")
+    print(
+        f"after resuming: epoch {second.metrics['epoch']}, "
+        f"accuracy {second.metrics['accuracy']:.3f}, epochs run: {epochs}"
+    )
     with second.checkpoint.as_directory() as checkpoint_dir:
         state = torch.load(os.path.join(checkpoint_dir, "checkpoint.pt"))
     model = ConvNet()

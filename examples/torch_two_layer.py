@@ -60,8 +60,9 @@ def main() -> None:
     parser.add_argument("--storage-path", default=None)
     args = parser.parse_args()
 
-    trainer = Trainer(backend="torch", num_workers=args.workers, use_gpu=False,
-                      logdir=args.storage_path)
+    trainer = Trainer(
+        backend="torch", num_workers=args.workers, use_gpu=False, logdir=args.storage_path
+    )
     trainer.start()
     results = trainer.run(train_func_distributed, config={"epochs": args.epochs})
     trainer.shutdown()
