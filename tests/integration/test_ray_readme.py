@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -36,6 +37,25 @@ def test_the_readme_shows_the_four_commands():
     ]
 
 
+# The job server submits through the head node's dashboard agent, which registers itself in
+# Ray's key-value store some time after `ray start` returns: wait for that, or a submit
+# fails with "No available agent". Run apart, so that this process never joins the cluster.
+WAIT_FOR_JOB_AGENT = """
+import sys, time, ray
+from ray._private.ray_constants import KV_NAMESPACE_DASHBOARD
+from ray.dashboard.consts import DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX
+from ray.experimental.internal_kv import _internal_kv_get
+ray.init(address=sys.argv[1], log_to_driver=False)
+head = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"])
+key = DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX + head
+deadline = time.monotonic() + 120
+while not _internal_kv_get(key, namespace=KV_NAMESPACE_DASHBOARD):
+    assert time.monotonic() < deadline, "the head's dashboard agent never registered"
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.timeout(600)
 def test_readme_ray_commands(tmp_path):
     cluster = LocalRayCluster()
     port, dashboard = free_port(), free_port()
@@ -67,6 +87,12 @@ def test_readme_ray_commands(tmp_path):
         out = run(demo, " --epochs 2 --limit 200 --name on-ray")
         assert "Validation accuracy:" in out
         assert (tmp_path / "runs" / "on-ray" / "training_curves.png").exists()
+        subprocess.run(
+            [sys.executable, "-c", WAIT_FOR_JOB_AGENT, f"127.0.0.1:{port}"],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         out = run(submit, " --epochs 1 --limit 100 --name as-job")
         assert "Validation accuracy:" in out and "succeeded" in out
         assert (tmp_path / "runs" / "as-job" / "run_state.json").exists()
