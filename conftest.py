@@ -50,7 +50,13 @@ LIBRARY_THREADS = ("fsspecIO", "asyncio_", "data-usage-metrics-poller")
 
 
 def _threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if not t.name.startswith(LIBRARY_THREADS)}
+    # A _DummyThread is a native library's own thread that called into Python (TensorFlow's
+    # tf.data pool runs generators on them); Python keeps them listed forever.
+    return {
+        t
+        for t in threading.enumerate()
+        if not t.name.startswith(LIBRARY_THREADS) and not isinstance(t, threading._DummyThread)
+    }
 
 
 # Variables a library sets for the whole process the first time it is imported:

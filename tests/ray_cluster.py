@@ -37,6 +37,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def node_ports() -> list[str]:
+    """Free ports for a node's agents: the defaults are fixed, and two nodes (or two
+    clusters) on one machine would fight over them."""
+    return [
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+    ]
+
+
 class LocalRayCluster:
     """A head node and, on demand, more nodes, all on this machine."""
 

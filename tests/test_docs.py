@@ -64,6 +64,8 @@ EXAMPLES = {
     "quickstart.py": ["--epochs", "6"],
     "torch_two_layer.py": ["--epochs", "2"],
     "torch_convnet_checkpoint.py": ["--epochs", "2"],
+    "torch_linear_regression_data.py": ["--epochs", "3"],
+    "legacy_dataset_pipeline.py": ["--epochs", "2"],
 }
 
 

@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "testing", "train"]
+__all__ = ["__version__", "data", "testing", "train"]
 
 _SUBPACKAGES = frozenset({"data", "testing", "train", "tune"})
 

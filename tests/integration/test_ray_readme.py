@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.ray_cluster import LocalRayCluster, free_port
+from tests.ray_cluster import LocalRayCluster, free_port, node_ports
 
 pytestmark = pytest.mark.ray
 
@@ -80,10 +80,13 @@ def test_readme_ray_commands(tmp_path):
         return done.stdout + done.stderr
 
     head, join, demo, submit = ray_commands()
-    private = f" --temp-dir={cluster.temp_dir}"
+
+    def private() -> str:
+        return f" --temp-dir={cluster.temp_dir} " + " ".join(node_ports())
+
     try:
-        run(head, private + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats")
-        run(join, private + " --num-cpus=2 --disable-usage-stats")
+        run(head, private() + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats")
+        run(join, private() + " --num-cpus=2 --disable-usage-stats")
         out = run(demo, " --epochs 2 --limit 200 --name on-ray")
         assert "Validation accuracy:" in out
         assert (tmp_path / "runs" / "on-ray" / "training_curves.png").exists()

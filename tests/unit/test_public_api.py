@@ -11,6 +11,9 @@ import pytest
 PUBLIC_MODULES = [
     "lockstep",
     "lockstep.cli",
+    "lockstep.data",
+    "lockstep.data.aggregate",
+    "lockstep.data.preprocessors",
     "lockstep.testing",
     "lockstep.train",
     "lockstep.train.collective",

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
 METADATA_FILE = ".metadata.json"
+# The fitted preprocessor, as hex-encoded cloudpickle in the metadata, as Ray stores it.
+PREPROCESSOR_KEY = "preprocessor_pkl"
 
 
 class Checkpoint:
@@ -134,6 +136,23 @@ class Checkpoint:
         merged.update(metadata)
         self.set_metadata(merged)
 
+    def get_preprocessor(self) -> Any:
+        """The preprocessor the trainer fitted and saved with this checkpoint, or None.
+
+        Serving applies exactly the training transform with it:
+        ``checkpoint.get_preprocessor().transform_batch(batch)``.
+        """
+        data = self.get_metadata().get(PREPROCESSOR_KEY)
+        if data is None:
+            return None
+        import cloudpickle
+
+        return cloudpickle.loads(bytes.fromhex(data))
+
+    def set_preprocessor(self, preprocessor: Any) -> None:
+        """Save ``preprocessor`` (pickled) in this checkpoint's metadata."""
+        self.update_metadata({PREPROCESSOR_KEY: preprocessor_metadata(preprocessor)})
+
     def _join(self, name: str) -> str:
         if self.is_local:
             return os.path.join(self.path, name)
@@ -161,3 +180,10 @@ class Checkpoint:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self._fs = state["fs"]
+
+
+def preprocessor_metadata(preprocessor: Any) -> str:
+    """``preprocessor`` as it is stored in checkpoint metadata."""
+    import cloudpickle
+
+    return bytes(cloudpickle.dumps(preprocessor)).hex()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +40,10 @@ class TrainContext:
     run_path: str = ""
     node_ip: str = "127.0.0.1"
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Set by the worker's session; a context outside a worker has no datasets.
+    dataset_shards: Callable[[str | None], Any] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def get_world_rank(self) -> int:
         """This worker's rank among all workers, 0 to world size - 1."""
@@ -75,3 +80,12 @@ class TrainContext:
     def get_metadata(self) -> dict[str, Any]:
         """The ``metadata`` given to the trainer."""
         return dict(self.metadata)
+
+    def get_dataset_shard(self, dataset_name: str | None = None) -> Any:
+        """This worker's part of a dataset, as ``lockstep.train.get_dataset_shard``."""
+        if self.dataset_shards is None:
+            raise RuntimeError(
+                "get_dataset_shard() needs a training function's context. HINT: call "
+                "train.get_context().get_dataset_shard(name) inside the training function"
+            )
+        return self.dataset_shards(dataset_name)

@@ -13,7 +13,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from lockstep._core import flags, pickling, storage
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
@@ -47,6 +47,9 @@ class DataParallelTrainer:
         dataset_config: Which datasets are split across workers (all, by default).
         resume_from_checkpoint: Start a new run from this checkpoint.
         metadata: JSON data available as ``get_context().get_metadata()``.
+        preprocessor: A ``lockstep.data.preprocessors.Preprocessor``: fitted on the
+            ``"train"`` dataset when fit() starts (unless fitted already), applied to every
+            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``).
 
     Example:
         >>> import tempfile
@@ -75,6 +78,7 @@ class DataParallelTrainer:
         dataset_config: DataConfig | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
         metadata: Mapping[str, Any] | None = None,
+        preprocessor: Any = None,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         takes_config = _check_train_function(train_loop_per_worker, train_loop_config)
@@ -88,6 +92,7 @@ class DataParallelTrainer:
             resume_from_checkpoint, Checkpoint, "resume_from_checkpoint"
         )
         self.metadata = _check_metadata(metadata)
+        self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
         self._executor = choose_executor(self.scaling_config)
         _check_ray_datasets(self.datasets, self._executor)
         warn_ray_only_options(self.scaling_config, self._executor)
@@ -96,28 +101,48 @@ class DataParallelTrainer:
         # Shards are sent to the workers: find out now if one cannot be pickled.
         pickling.dumps(_local_datasets(self.datasets), "datasets")
 
-    def fit(self) -> Result:
+    def fit(self, dataset: Any = None, preprocessor: Any = None) -> Result:
         """Run the training function on every worker until it returns; return the Result.
 
         If the run directory already holds this run, training continues from its latest
-        committed checkpoint.
+        committed checkpoint. A ``preprocessor`` is fitted on the ``"train"`` dataset first
+        (unless fitted already), applied to every dataset, and saved in every checkpoint.
+
+        Args:
+            dataset: The older way to give datasets: one (``"train"``) or a dict of them.
+            preprocessor: The older way to give the preprocessor.
 
         Raises:
             TrainingFailedError: The workers failed more than ``max_failures`` times.
         """
+        if dataset is not None:
+            self.datasets = dict(dataset) if isinstance(dataset, Mapping) else {"train": dataset}
+            (self.dataset_config or DataConfig()).check_datasets(self.datasets)
+            self._init_kwargs["datasets"] = self.datasets
+        if preprocessor is not None:
+            self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
+            self._init_kwargs["preprocessor"] = preprocessor
         return self._controller().run()
 
     def _controller(self) -> TrainController:
         """A controller for one fit() of this trainer."""
         run_dir = _open_run_dir(self.run_config)
-        checkpoints = CheckpointManager.open(run_dir, self.run_config.checkpoint_config)
+        datasets = self._preprocessed_datasets()
+        checkpoint_metadata = (
+            {PREPROCESSOR_KEY: preprocessor_metadata(self.preprocessor)}
+            if self.preprocessor is not None
+            else None
+        )
+        checkpoints = CheckpointManager.open(
+            run_dir, self.run_config.checkpoint_config, checkpoint_metadata
+        )
         run_log = RunLog(run_dir)
         _continue_numbering(checkpoints, run_log)
         run_log.write_params(self._params())
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         return TrainController(
             make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
-            spec=self._spec(run_dir),
+            spec=self._spec(run_dir, datasets),
             checkpoints=checkpoints,
             run_log=run_log,
             failure_policy=FailurePolicy(self.run_config.failure_config),
@@ -173,13 +198,24 @@ class DataParallelTrainer:
         run_dir = storage.StorageDir.from_uri(path)
         return run_dir.exists(storage.TRAINER_FILE) and run_dir.exists(storage.STATE_FILE)
 
-    def _spec(self, run_dir: storage.StorageDir) -> WorkerGroupSpec:
+    def _preprocessed_datasets(self) -> dict[str, Any]:
+        """The datasets, with the preprocessor fitted on "train" and applied to all (lazily:
+        each worker transforms its own rows)."""
+        if self.preprocessor is None:
+            return self.datasets
+        from lockstep.data.preprocessors import FitStatus
+
+        if self.preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED):
+            self.preprocessor.fit(self.datasets["train"])
+        return {name: self.preprocessor.transform(ds) for name, ds in self.datasets.items()}
+
+    def _spec(self, run_dir: storage.StorageDir, datasets: dict[str, Any]) -> WorkerGroupSpec:
         num_workers = max(1, self.scaling_config.num_workers)
-        datasets: list[dict[str, Any]] = []
-        if self.datasets:
+        shards: list[dict[str, Any]] = []
+        if datasets:
             # Datasets are immutable descriptions: each attempt splits them afresh.
             config = self.dataset_config or DataConfig()
-            datasets = config.configure(self.datasets, num_workers)
+            shards = config.configure(datasets, num_workers)
         backend = (self.backend_config or BackendConfig()).make_backend()
         return WorkerGroupSpec(
             num_workers=num_workers,
@@ -189,7 +225,7 @@ class DataParallelTrainer:
             run_dir=run_dir,
             score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
             metadata=dict(self.metadata),
-            datasets=datasets,
+            datasets=shards,
             num_cpus_per_worker=self.scaling_config.num_cpus_per_worker,
             num_gpus_per_worker=self.scaling_config.num_gpus_per_worker,
             sys_path=tuple(sys.path),
@@ -277,6 +313,33 @@ def _pickle_function(
         pickling.dumps(fn, "train_loop_per_worker")
         pickling.dumps(config_copy, "train_loop_config")
         raise
+
+
+def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
+    if preprocessor is None:
+        return None
+    from lockstep.data import Dataset
+    from lockstep.data.preprocessors import FitStatus, Preprocessor
+
+    if not isinstance(preprocessor, Preprocessor):
+        raise ValueError(
+            f"preprocessor must be a lockstep.data.preprocessors.Preprocessor, got "
+            f"{type(preprocessor).__name__}. HINT: preprocessor=StandardScaler(columns=[...])"
+        )
+    needs_fit = preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
+    if needs_fit and "train" not in datasets:
+        raise ValueError(
+            f"the preprocessor is fitted on datasets['train'], but the datasets given are "
+            f"{sorted(datasets)}. HINT: pass datasets={{'train': ds, ...}}, or a fitted "
+            "preprocessor"
+        )
+    others = sorted(k for k, v in datasets.items() if not isinstance(v, Dataset))
+    if others:
+        raise ValueError(
+            f"a preprocessor transforms lockstep.data Datasets; datasets {others} are not. "
+            "HINT: build them with lockstep.data (from_items, read_parquet, ...)"
+        )
+    return preprocessor
 
 
 def _local_datasets(datasets: Mapping[str, Any]) -> dict[str, Any]:

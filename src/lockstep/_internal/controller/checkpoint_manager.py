@@ -18,19 +18,34 @@ class CheckpointManager:
     in result order: by score from worst to best, or oldest first without a score.
     """
 
-    def __init__(self, run_dir: storage.StorageDir, config: CheckpointConfig, state: RunState):
+    def __init__(
+        self,
+        run_dir: storage.StorageDir,
+        config: CheckpointConfig,
+        state: RunState,
+        metadata: dict[str, Any] | None = None,
+    ):
         self._run_dir = run_dir
         self._config = config
         self.state = state
+        self._metadata = metadata or {}
 
     @classmethod
-    def open(cls, run_dir: storage.StorageDir, config: CheckpointConfig) -> CheckpointManager:
-        """The manager of ``run_dir``, continuing from its snapshot when there is one."""
+    def open(
+        cls,
+        run_dir: storage.StorageDir,
+        config: CheckpointConfig,
+        metadata: dict[str, Any] | None = None,
+    ) -> CheckpointManager:
+        """The manager of ``run_dir``, continuing from its snapshot when there is one.
+
+        ``metadata`` is added to every checkpoint's metadata (the fitted preprocessor, say).
+        """
         state = RunState()
         if run_dir.exists(storage.STATE_FILE):
             state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
             state.status, state.error = "running", None
-        return cls(run_dir, config, state)
+        return cls(run_dir, config, state, metadata)
 
     @property
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -49,7 +64,12 @@ class CheckpointManager:
         the result becomes visible with one rename.
         """
         name = storage.checkpoint_dir_name(self.state.next_checkpoint_index)
-        self._run_dir.move(self._merge_ranks(staged), name)
+        merged = self._merge_ranks(staged)
+        if self._metadata:
+            # Before the rename: a checkpoint is never visible without its metadata.
+            staged_checkpoint = self.checkpoint(merged)
+            staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
+        self._run_dir.move(merged, name)
         record = CheckpointRecord(
             dir_name=name,
             metrics=dict(metrics),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -64,7 +65,9 @@ class Session:
         *,
         on_driver_lost: Callable[[], None] | None = None,
     ) -> None:
-        self.context: TrainContext = start.context
+        self.context: TrainContext = dataclasses.replace(
+            start.context, dataset_shards=self.get_dataset_shard
+        )
         self._conn = conn
         self._start = start
         self._latest = start.checkpoint

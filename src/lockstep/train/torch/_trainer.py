@@ -45,6 +45,7 @@ class TorchTrainer(DataParallelTrainer):
         dataset_config: DataConfig | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
         metadata: Mapping[str, Any] | None = None,
+        preprocessor: Any = None,
     ) -> None:
         restore_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if torch_config is not None and not isinstance(torch_config, TorchConfig):
@@ -63,5 +64,6 @@ class TorchTrainer(DataParallelTrainer):
             dataset_config=dataset_config,
             resume_from_checkpoint=resume_from_checkpoint,
             metadata=metadata,
+            preprocessor=preprocessor,
         )
         self._init_kwargs = restore_kwargs

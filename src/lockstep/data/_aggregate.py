@@ -1,0 +1,251 @@
+"""Aggregations: count, sum, min, max, mean, std, over a whole dataset or per group.
+
+Over a whole dataset they stream: each block gives a partial state computed with
+``pyarrow.compute``, states merge (Chan's formula for the variance), and the final value
+comes out. Per group, the needed columns are gathered and ``pyarrow.Table.group_by`` does it.
+As in Ray, nulls are skipped unless ``ignore_nulls=False``, and an empty or all-null input
+gives None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# A streaming state: (count of values, sum or min/max or mean, M2, saw a null).
+State = tuple[int, Any, float, bool]
+
+
+class AggregateFn:
+    """An aggregation over column ``on``, named ``alias_name`` or ``"kind(on)"`` in results.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Mean
+        >>> ld.range(5).aggregate(Mean("id"))
+        {'mean(id)': 2.0}
+    """
+
+    kind = ""
+
+    def __init__(
+        self, on: str | None, *, ignore_nulls: bool = True, alias_name: str | None = None
+    ) -> None:
+        if on is not None and not isinstance(on, str):
+            raise ValueError(
+                f"{type(self).__name__}(on=...) takes one column name, got {on!r}. "
+                "HINT: one aggregation per column, e.g. Sum('a'), Sum('b')"
+            )
+        self.on = on
+        self.ignore_nulls = ignore_nulls
+        self.name = alias_name or f"{self.kind}({on or ''})"
+
+    def _arrow_aggregation(self) -> tuple[Any, str, Any]:
+        """``(column, function, options)`` for ``pyarrow.Table.group_by(...).aggregate``."""
+        options = pc.ScalarAggregateOptions(skip_nulls=self.ignore_nulls, min_count=1)
+        return self.on, self.kind, options
+
+    def _partial(self, column: Any) -> State:
+        """The state of one block's column."""
+        valid = len(column) - column.null_count
+        return valid, self._value(column) if valid else None, 0.0, column.null_count > 0
+
+    def _value(self, column: Any) -> Any:
+        return getattr(pc, self.kind)(column).as_py()
+
+    def _merge(self, a: State, b: State) -> State:
+        """The state of two blocks together."""
+        if a[0] == 0:
+            return b[0], b[1], b[2], a[3] or b[3]
+        if b[0] == 0:
+            return a[0], a[1], a[2], a[3] or b[3]
+        return a[0] + b[0], self._combine(a, b), 0.0, a[3] or b[3]
+
+    def _combine(self, a: State, b: State) -> Any:
+        raise NotImplementedError
+
+    def _finalize(self, state: State) -> Any:
+        """The result, or None for no values (or a null when nulls are not ignored)."""
+        count, value, _, saw_null = state
+        if count == 0 or (saw_null and not self.ignore_nulls):
+            return None
+        return value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.on!r})"
+
+
+class Count(AggregateFn):
+    """The number of rows, or of non-null values of ``on`` with ``ignore_nulls=True``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Count
+        >>> ld.range(4).aggregate(Count())
+        {'count()': 4}
+    """
+
+    kind = "count"
+
+    def __init__(
+        self, on: str | None = None, *, ignore_nulls: bool = False, alias_name: str | None = None
+    ) -> None:
+        super().__init__(on, ignore_nulls=ignore_nulls, alias_name=alias_name)
+
+    def _arrow_aggregation(self) -> tuple[Any, str, Any]:
+        if self.on is None:
+            return [], "count_all", None
+        mode = "only_valid" if self.ignore_nulls else "all"
+        return self.on, "count", pc.CountOptions(mode=mode)
+
+    def _partial(self, column: Any) -> State:
+        counted = len(column) - (column.null_count if self.ignore_nulls else 0)
+        return counted, counted, 0.0, False
+
+    def _merge(self, a: State, b: State) -> State:
+        return a[0] + b[0], a[0] + b[0], 0.0, False
+
+    def _finalize(self, state: State) -> Any:
+        return state[0]
+
+
+class Sum(AggregateFn):
+    """The sum of column ``on``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Sum
+        >>> ld.range(4).aggregate(Sum("id"))
+        {'sum(id)': 6}
+    """
+
+    kind = "sum"
+
+    def _combine(self, a: State, b: State) -> Any:
+        return a[1] + b[1]
+
+
+class Min(AggregateFn):
+    """The smallest value of column ``on``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Min
+        >>> ld.range(4).aggregate(Min("id"))
+        {'min(id)': 0}
+    """
+
+    kind = "min"
+
+    def _combine(self, a: State, b: State) -> Any:
+        return min(a[1], b[1])
+
+
+class Max(AggregateFn):
+    """The largest value of column ``on``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Max
+        >>> ld.range(4).aggregate(Max("id"))
+        {'max(id)': 3}
+    """
+
+    kind = "max"
+
+    def _combine(self, a: State, b: State) -> Any:
+        return max(a[1], b[1])
+
+
+class Mean(AggregateFn):
+    """The mean of column ``on``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Mean
+        >>> ld.range(4).aggregate(Mean("id"))
+        {'mean(id)': 1.5}
+    """
+
+    kind = "mean"
+
+    def _combine(self, a: State, b: State) -> Any:
+        return a[1] + (b[1] - a[1]) * b[0] / (a[0] + b[0])
+
+
+class Std(AggregateFn):
+    """The standard deviation of column ``on``, with ``ddof`` (1: the sample std).
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.aggregate import Std
+        >>> ld.from_items([{"x": 1.0}, {"x": 3.0}]).aggregate(Std("x", ddof=0))
+        {'std(x)': 1.0}
+    """
+
+    kind = "std"
+
+    def __init__(
+        self,
+        on: str | None = None,
+        ddof: int = 1,
+        *,
+        ignore_nulls: bool = True,
+        alias_name: str | None = None,
+    ) -> None:
+        super().__init__(on, ignore_nulls=ignore_nulls, alias_name=alias_name)
+        self.ddof = ddof
+
+    def _arrow_aggregation(self) -> tuple[Any, str, Any]:
+        options = pc.VarianceOptions(ddof=self.ddof, skip_nulls=self.ignore_nulls, min_count=1)
+        return self.on, "stddev", options
+
+    def _partial(self, column: Any) -> State:
+        valid = len(column) - column.null_count
+        if not valid:
+            return 0, None, 0.0, column.null_count > 0
+        mean = pc.mean(column).as_py()
+        m2 = pc.variance(column, ddof=0).as_py() * valid
+        return valid, mean, m2, column.null_count > 0
+
+    def _merge(self, a: State, b: State) -> State:
+        if a[0] == 0 or b[0] == 0:
+            return super()._merge(a, b)
+        count = a[0] + b[0]
+        delta = b[1] - a[1]
+        mean = a[1] + delta * b[0] / count
+        m2 = a[2] + b[2] + delta * delta * a[0] * b[0] / count
+        return count, mean, m2, a[3] or b[3]
+
+    def _finalize(self, state: State) -> Any:
+        count, _, m2, saw_null = state
+        if count <= self.ddof or (saw_null and not self.ignore_nulls):
+            return None
+        return math.sqrt(m2 / (count - self.ddof))
+
+
+def aggregate_blocks(blocks: Iterable[Any], aggs: list[AggregateFn]) -> dict[str, Any]:
+    """Stream ``blocks`` once and return each aggregation's result by name."""
+    states: list[State] = [(0, None, 0.0, False) for _ in aggs]
+    for block in blocks:
+        if not block.num_rows:
+            continue
+        for i, agg in enumerate(aggs):
+            column = block.column(agg.on) if agg.on is not None else pa.nulls(block.num_rows)
+            states[i] = agg._merge(states[i], agg._partial(column))
+    return {agg.name: agg._finalize(state) for agg, state in zip(aggs, states, strict=True)}
+
+
+def group_aggregate(table: Any, keys: list[str], aggs: list[AggregateFn]) -> Any:
+    """Per-group aggregations of ``table``, one row per group, sorted by the keys."""
+    specs = [agg._arrow_aggregation() for agg in aggs]
+    result = table.group_by(keys, use_threads=False).aggregate(specs)
+    # by position: two aggregations of one column and function get the same arrow name
+    values = [i for i, n in enumerate(result.column_names) if n not in keys]
+    arrays = [result.column(k) for k in keys] + [result.column(i) for i in values]
+    out = pa.Table.from_arrays(arrays, names=keys + [agg.name for agg in aggs])
+    return out.sort_by([(k, "ascending") for k in keys])

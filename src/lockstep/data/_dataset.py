@@ -1,0 +1,911 @@
+"""Dataset: a lazy, immutable description of rows (sources) and what to do to them (ops).
+
+Transforms return a new Dataset with one more op; nothing is read until the rows are
+consumed, and then block by block, in whichever process consumes them. A Dataset pickles
+as its description, so a worker receives its shard's files and ops, not its rows.
+Global operations (``random_shuffle``, ``sort``, ``groupby``, ``unique``) need all rows at
+once and gather them in the calling process; ``repartition``, ``union``, ``limit`` and the
+splits stay lazy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lockstep.data import _split
+from lockstep.data._aggregate import AggregateFn, Max, Mean, Min, Std, Sum, aggregate_blocks
+from lockstep.data._convert import EMPTY, check_batch_format, concat, to_pandas
+from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
+from lockstep.data._iterable import BatchIterable
+from lockstep.data._ops import (
+    AddColumn,
+    DropColumns,
+    Filter,
+    FlatMap,
+    MapBatches,
+    MapRows,
+    Op,
+    RenameColumns,
+    SelectColumns,
+    Udf,
+    check_callable,
+)
+from lockstep.data._sources import SlicedSource, Source, TableSource
+from lockstep.data._write import write_blocks
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lockstep.data._groupby import GroupedData
+    from lockstep.data._iterator import DataIterator
+    from lockstep.data._pipeline import DatasetPipeline
+
+
+class Dataset(BatchIterable):
+    """Rows described on the driver and read, transformed and batched where they are consumed.
+
+    Create one with :func:`lockstep.data.from_items`, :func:`~lockstep.data.read_parquet`
+    and the other constructors; pass it to a trainer as ``datasets={"train": ds}``; each
+    worker then iterates ``lockstep.train.get_dataset_shard("train")``.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> ds = ld.range(6).map(lambda row: {"x": row["id"] * 10}).filter(lambda r: r["x"] > 20)
+        >>> ds.take_all()
+        [{'x': 30}, {'x': 40}, {'x': 50}]
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        ops: Sequence[Op] = (),
+        *,
+        counts: Sequence[int] | None = None,
+    ) -> None:
+        self._sources = tuple(sources)
+        self._ops = tuple(ops)
+        # output rows per source, once known (from metadata or counted once)
+        self._counts: list[int] | None = list(counts) if counts is not None else None
+        self._schema: Any = None
+        self._last_stats = None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"sources": self._sources, "ops": self._ops, "counts": self._counts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["sources"], state["ops"], counts=state["counts"])  # type: ignore[misc]
+
+    def _with_op(self, op: Op) -> Dataset:
+        counts = self._counts if op.preserves_rows else None
+        return Dataset(self._sources, (*self._ops, op), counts=counts)
+
+    def _pass_blocks(self) -> Iterator[Any]:
+        return stream(self._sources, self._ops)
+
+    def _known_counts(self) -> list[int] | None:
+        if self._counts is None:
+            self._counts = cheap_counts(self._sources, self._ops)
+        return self._counts
+
+    def _row_counts(self) -> list[int]:
+        """Output rows per source; streams the data once when metadata cannot tell."""
+        if self._counts is None:
+            self._counts = count_rows(self._sources, self._ops)
+        return self._counts
+
+    def _windows(self, ranges: Sequence[tuple[int, int]]) -> list[Dataset]:
+        counts = self._row_counts()
+        out = []
+        for start, stop in ranges:
+            parts = _split.window_sources(self._sources, self._ops, counts, start, stop)
+            out.append(Dataset([s for s, _ in parts], counts=[n for _, n in parts]))
+        return out
+
+    def _table(self) -> Any:
+        """Every row in one Arrow table, in this process."""
+        return concat(list(self._pass_blocks()))
+
+    def _aggregate(self, aggs: list[AggregateFn]) -> dict[str, Any]:
+        columns = list(dict.fromkeys(a.on for a in aggs if a.on is not None))
+        return aggregate_blocks(self.select_columns(columns)._pass_blocks(), aggs)
+
+    def _on(self, kind: type[AggregateFn], on: str | list[str], **kwargs: Any) -> Any:
+        names = [on] if isinstance(on, str) else list(on)
+        result = self._aggregate([kind(c, **kwargs) for c in names])
+        return next(iter(result.values())) if isinstance(on, str) else result
+
+    # -- transforms --------------------------------------------------------------------------
+
+    def map(
+        self,
+        fn: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        fn_args: Sequence[Any] | None = None,
+        fn_kwargs: Mapping[str, Any] | None = None,
+        fn_constructor_args: Sequence[Any] | None = None,
+        fn_constructor_kwargs: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+    ) -> Dataset:
+        """Apply ``fn`` to each row (a dict) and keep the dict it returns.
+
+        ``fn`` may be a callable class: it is instantiated once per process, with the
+        constructor arguments, before its first row. ``concurrency`` is accepted for Ray
+        compatibility; rows are transformed by whoever consumes them.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
+            [{'sq': 0}, {'sq': 1}, {'sq': 4}]
+        """
+        udf = _udf(fn, "map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
+        return self._with_op(MapRows(udf))
+
+    def map_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        batch_size: int | None = None,
+        batch_format: str = "default",
+        zero_copy_batch: bool = False,
+        fn_args: Sequence[Any] | None = None,
+        fn_kwargs: Mapping[str, Any] | None = None,
+        fn_constructor_args: Sequence[Any] | None = None,
+        fn_constructor_kwargs: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+    ) -> Dataset:
+        """Apply ``fn`` to batches of rows; it returns (or yields) batches.
+
+        Args:
+            fn: A function of a batch, or a callable class set up once per process.
+            batch_size: Rows per batch; None (default) for whole blocks.
+            batch_format: ``"default"``/``"numpy"``, ``"pandas"`` or ``"pyarrow"``.
+            zero_copy_batch: Hand numpy batches as read-only views instead of copies.
+            fn_args: Extra positional arguments for ``fn``.
+            fn_kwargs: Extra keyword arguments for ``fn``.
+            fn_constructor_args: Positional arguments for the class's constructor.
+            fn_constructor_kwargs: Keyword arguments for the class's constructor.
+            concurrency: Accepted for Ray compatibility.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> double = lambda batch: {"id": batch["id"] * 2}
+            >>> ld.range(4).map_batches(double, batch_size=2).take_all()
+            [{'id': 0}, {'id': 2}, {'id': 4}, {'id': 6}]
+        """
+        check_batch_format(batch_format, "map_batches")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+            raise ValueError(
+                f"map_batches: batch_size must be a positive int or None, got {batch_size!r}"
+            )
+        udf = _udf(
+            fn, "map_batches", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs
+        )
+        return self._with_op(MapBatches(udf, batch_format, batch_size, zero_copy_batch))
+
+    def flat_map(
+        self,
+        fn: Callable[[dict[str, Any]], list[dict[str, Any]]],
+        *,
+        fn_args: Sequence[Any] | None = None,
+        fn_kwargs: Mapping[str, Any] | None = None,
+        fn_constructor_args: Sequence[Any] | None = None,
+        fn_constructor_kwargs: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+    ) -> Dataset:
+        """Apply ``fn`` to each row; it returns a list of rows (possibly empty).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).flat_map(lambda row: [row, row]).count()
+            4
+        """
+        udf = _udf(fn, "flat_map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
+        return self._with_op(FlatMap(udf))
+
+    def filter(
+        self,
+        fn: Callable[[dict[str, Any]], bool] | None = None,
+        *,
+        expr: Any = None,
+        fn_args: Sequence[Any] | None = None,
+        fn_kwargs: Mapping[str, Any] | None = None,
+        fn_constructor_args: Sequence[Any] | None = None,
+        fn_constructor_kwargs: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
+    ) -> Dataset:
+        """Keep the rows for which ``fn(row)`` is true, or that match ``expr``.
+
+        ``expr`` is a ``pyarrow.compute`` expression, evaluated on whole blocks (fast).
+
+        Example:
+            >>> import pyarrow.compute as pc, lockstep.data as ld
+            >>> ld.range(5).filter(expr=pc.field("id") >= 3).take_all()
+            [{'id': 3}, {'id': 4}]
+        """
+        if (fn is None) == (expr is None):
+            raise ValueError(
+                "filter takes either fn or expr. HINT: ds.filter(lambda row: row['x'] > 0) "
+                "or ds.filter(expr=pyarrow.compute.field('x') > 0)"
+            )
+        if expr is not None:
+            import pyarrow.compute as pc
+
+            if not isinstance(expr, pc.Expression):
+                raise ValueError(
+                    "filter(expr=...) takes a pyarrow.compute.Expression, got "
+                    f"{type(expr).__name__}. HINT: expr=pyarrow.compute.field('x') > 0"
+                )
+            return self._with_op(Filter(expression=expr))
+        assert fn is not None
+        udf = _udf(fn, "filter", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
+        return self._with_op(Filter(udf=udf))
+
+    def add_column(
+        self, col: str, fn: Callable[[Any], Any], *, batch_format: str = "pandas"
+    ) -> Dataset:
+        """Add (or replace) column ``col``, computed as ``fn(batch)``, one value per row.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).add_column("twice", lambda df: df["id"] * 2).take_all()
+            [{'id': 0, 'twice': 0}, {'id': 1, 'twice': 2}]
+        """
+        if not isinstance(col, str):
+            raise ValueError(f"add_column: the column name must be a string, got {col!r}")
+        check_callable(fn, "add_column")
+        check_batch_format(batch_format, "add_column")
+        return self._with_op(AddColumn(col, Udf(fn), batch_format))
+
+    def drop_columns(self, cols: str | Sequence[str]) -> Dataset:
+        """Remove columns.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.from_items([{"a": 1, "b": 2}]).drop_columns(["b"]).take_all()
+            [{'a': 1}]
+        """
+        names = _column_list(cols, "drop_columns")
+        self._check_columns(names, "drop_columns")
+        return self._with_op(DropColumns(tuple(names)))
+
+    def select_columns(self, cols: str | Sequence[str]) -> Dataset:
+        """Keep only these columns, in this order; files then read only these columns.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.from_items([{"a": 1, "b": 2}]).select_columns(["b"]).take_all()
+            [{'b': 2}]
+        """
+        names = _column_list(cols, "select_columns")
+        self._check_columns(names, "select_columns")
+        if not self._ops:
+            narrowed = [s.select(names) for s in self._sources]
+            if all(s is not None for s in narrowed):
+                return Dataset([s for s in narrowed if s is not None], counts=self._counts)
+        return self._with_op(SelectColumns(tuple(names)))
+
+    def rename_columns(self, names: Mapping[str, str] | Sequence[str]) -> Dataset:
+        """Rename columns: a dict of old to new name, or the new names of all columns.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.from_items([{"a": 1}]).rename_columns({"a": "b"}).take_all()
+            [{'b': 1}]
+        """
+        if isinstance(names, Mapping):
+            mapping = dict(names)
+        else:
+            current = self.columns()
+            if len(names) != len(current):
+                raise ValueError(
+                    f"rename_columns: {len(names)} names for {len(current)} columns {current}. "
+                    "HINT: give a name for every column, or a dict of old to new name"
+                )
+            mapping = dict(zip(current, names, strict=True))
+        self._check_columns(list(mapping), "rename_columns")
+        return self._with_op(RenameColumns(tuple(mapping.items())))
+
+    def limit(self, limit: int) -> Dataset:
+        """The first ``limit`` rows; reading stops once they are read.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(1000).limit(2).take_all()
+            [{'id': 0}, {'id': 1}]
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValueError(f"limit takes a non-negative int, got {limit!r}")
+        if self._known_counts() is not None:
+            return self._windows([(0, limit)])[0]
+        whole = ConcatSource(tuple(fold(self._sources, self._ops)))
+        return Dataset([SlicedSource(whole, 0, limit)])
+
+    # -- global operations (rows gathered in this process) -----------------------------------
+
+    def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Dataset:
+        """The rows in a random order. Gathers all rows in this process.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> sorted(r["id"] for r in ld.range(5).random_shuffle(seed=0).take_all())
+            [0, 1, 2, 3, 4]
+        """
+        table = self._table()
+        order = np.random.default_rng(seed).permutation(table.num_rows)
+        return _in_memory(table.take(order), num_blocks or len(self._sources))
+
+    def sort(self, key: str | list[str], descending: bool | list[bool] = False) -> Dataset:
+        """The rows sorted by ``key`` (nulls last). Gathers all rows in this process.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(3).sort("id", descending=True).take_all()
+            [{'id': 2}, {'id': 1}, {'id': 0}]
+        """
+        keys = _column_list(key, "sort")
+        orders = descending if isinstance(descending, list) else [descending] * len(keys)
+        if len(orders) != len(keys):
+            raise ValueError(
+                f"sort: {len(keys)} keys but {len(orders)} descending flags. "
+                "HINT: one flag per key, or a single bool"
+            )
+        self._check_columns(keys, "sort")
+        table = self._table()
+        if not table.num_rows:
+            return _in_memory(table, 1)
+        _require(table.column_names, keys, "sort")
+        order = [(k, "descending" if d else "ascending") for k, d in zip(keys, orders, strict=True)]
+        return _in_memory(table.sort_by(order), len(self._sources))
+
+    def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
+        """The same rows in ``num_blocks`` blocks of near-equal size (lazy unless ``shuffle``).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(10).repartition(3).num_blocks()
+            3
+        """
+        _split.check_num_splits(num_blocks, "repartition")
+        if shuffle:
+            return self.random_shuffle(num_blocks=num_blocks)
+        parts = self.split(num_blocks)
+        return Dataset([ConcatSource(p._sources) for p in parts], counts=[p.count() for p in parts])
+
+    def union(self, *other: Dataset) -> Dataset:
+        """This dataset's rows followed by those of ``other`` (lazy).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).union(ld.range(1)).take_all()
+            [{'id': 0}, {'id': 1}, {'id': 0}]
+        """
+        for ds in other:
+            if not isinstance(ds, Dataset):
+                raise ValueError(f"union takes Datasets, got {type(ds).__name__}")
+        everything = (self, *other)
+        sources = [s for ds in everything for s in fold(ds._sources, ds._ops, ds._counts)]
+        known = [ds._counts for ds in everything]
+        counts = None if any(c is None for c in known) else [n for c in known for n in c or []]
+        return Dataset(sources, counts=counts)
+
+    def groupby(self, key: str | list[str]) -> GroupedData:
+        """Group rows by the values of ``key`` columns, to aggregate each group.
+
+        The key and aggregated columns are gathered in this process.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.from_items([{"k": i % 2, "v": i} for i in range(6)])
+            >>> ds.groupby("k").mean("v").take_all()
+            [{'k': 0, 'mean(v)': 2.0}, {'k': 1, 'mean(v)': 3.0}]
+        """
+        from lockstep.data._groupby import GroupedData
+
+        return GroupedData(self, key)
+
+    def unique(self, column: str) -> list[Any]:
+        """The distinct values of ``column``, in order of first appearance (streaming).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.from_items([{"c": "b"}, {"c": "a"}, {"c": "b"}]).unique("c")
+            ['b', 'a']
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        seen: list[Any] = []
+        for block in self.select_columns([column])._pass_blocks():
+            if block.num_rows:
+                seen.append(pc.unique(block.column(0)))
+        if not seen:
+            return []
+        values: list[Any] = pc.unique(pa.chunked_array(seen)).to_pylist()
+        return values
+
+    def aggregate(self, *aggs: AggregateFn) -> dict[str, Any]:
+        """Aggregations over all rows, computed streaming; a dict of name to value.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> from lockstep.data.aggregate import Max, Min
+            >>> ld.range(10).aggregate(Min("id"), Max("id"))
+            {'min(id)': 0, 'max(id)': 9}
+        """
+        if not aggs or not all(isinstance(a, AggregateFn) for a in aggs):
+            raise ValueError(
+                "aggregate takes aggregations such as Sum('x'). "
+                "HINT: from lockstep.data.aggregate import Sum"
+            )
+        return self._aggregate(list(aggs))
+
+    def sum(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The sum of column ``on`` (a dict for a list of columns); None when no values.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).sum("id")
+            10
+        """
+        return self._on(Sum, on, ignore_nulls=ignore_nulls)
+
+    def min(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The smallest value of column ``on`` (a dict for a list of columns).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).min("id")
+            0
+        """
+        return self._on(Min, on, ignore_nulls=ignore_nulls)
+
+    def max(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The largest value of column ``on`` (a dict for a list of columns).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).max("id")
+            4
+        """
+        return self._on(Max, on, ignore_nulls=ignore_nulls)
+
+    def mean(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The mean of column ``on`` (a dict for a list of columns).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).mean("id")
+            2.0
+        """
+        return self._on(Mean, on, ignore_nulls=ignore_nulls)
+
+    def std(self, on: str | list[str], ddof: int = 1, ignore_nulls: bool = True) -> Any:
+        """The standard deviation of column ``on`` with ``ddof`` (1: sample std).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> round(ld.range(5).std("id"), 4)
+            1.5811
+        """
+        return self._on(Std, on, ddof=ddof, ignore_nulls=ignore_nulls)
+
+    # -- splits -----------------------------------------------------------------------------
+
+    def split(self, n: int, *, equal: bool = False, locality_hints: Any = None) -> list[Dataset]:
+        """``n`` disjoint datasets covering the rows, in order.
+
+        With ``equal=True`` each has ``count() // n`` rows (at most ``n - 1`` rows at the end
+        are left out, as in Ray); otherwise sizes differ by at most one row. Row counts come
+        from metadata (parquet footers) when the pending transforms keep rows; otherwise the
+        data is streamed once here to count them. Each part holds only its own files, row
+        groups or table slices. ``locality_hints`` is accepted for Ray compatibility.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [part.count() for part in ld.range(10).split(3, equal=True)]
+            [3, 3, 3]
+        """
+        _split.check_num_splits(n, "split")
+        total = sum(self._row_counts())
+        return self._windows(_split.split_ranges(total, n, equal))
+
+    def split_at_indices(self, indices: Sequence[int]) -> list[Dataset]:
+        """The rows cut at ``indices``: ``len(indices) + 1`` datasets.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [p.count() for p in ld.range(10).split_at_indices([2, 5])]
+            [2, 3, 5]
+        """
+        return self._windows(_split.index_ranges(sum(self._row_counts()), indices))
+
+    def split_proportionately(self, proportions: Sequence[float]) -> list[Dataset]:
+        """Datasets with these fractions of the rows, plus one with the rest.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [p.count() for p in ld.range(10).split_proportionately([0.2, 0.5])]
+            [2, 5, 3]
+        """
+        total = sum(self._row_counts())
+        return self.split_at_indices(_split.proportion_indices(total, proportions))
+
+    def train_test_split(
+        self, test_size: int | float, *, shuffle: bool = False, seed: int | None = None
+    ) -> tuple[Dataset, Dataset]:
+        """``(train, test)``: the last ``test_size`` rows (a count, or a fraction) are test.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> train, test = ld.range(10).train_test_split(0.3)
+            >>> train.count(), test.count()
+            (7, 3)
+        """
+        ds = self.random_shuffle(seed=seed) if shuffle else self
+        if isinstance(test_size, float):
+            if not 0 < test_size < 1:
+                raise ValueError(
+                    f"train_test_split: a fractional test_size must be in (0, 1), got {test_size}"
+                )
+            train, test = ds.split_proportionately([1 - test_size])
+            return train, test
+        total = ds.count()
+        if not isinstance(test_size, int) or not 0 < test_size < total:
+            raise ValueError(
+                f"train_test_split: test_size must be a fraction or a row count between 1 and "
+                f"{total - 1}, got {test_size!r}"
+            )
+        train, test = ds.split_at_indices([total - test_size])
+        return train, test
+
+    def streaming_split(
+        self, n: int, *, equal: bool = False, locality_hints: Any = None
+    ) -> list[DataIterator]:
+        """``n`` iterators over disjoint parts, one per consumer (see :meth:`split`).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [it.count() for it in ld.range(9).streaming_split(2, equal=True)]
+            [4, 4]
+        """
+        return [part.iterator() for part in self.split(n, equal=equal)]
+
+    # -- consumption ------------------------------------------------------------------------
+
+    def iterator(self) -> DataIterator:
+        """A :class:`DataIterator` over this dataset: what ``get_dataset_shard`` returns.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> it = ld.range(3).iterator()
+            >>> [b["id"].tolist() for b in it.iter_batches(batch_size=3)]
+            [[0, 1, 2]]
+        """
+        from lockstep.data._iterator import DataIterator
+
+        return DataIterator(self)
+
+    def repeat(self, times: int | None = None) -> DatasetPipeline:
+        """A pipeline of ``times`` epochs of this dataset (forever with None) (older API).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> epochs = ld.range(2).repeat(3).iter_epochs()
+            >>> [epoch.count() for epoch in epochs]
+            [2, 2, 2]
+        """
+        from lockstep.data._pipeline import DatasetPipeline
+
+        return DatasetPipeline(self, times=times)
+
+    def count(self) -> int:
+        """The number of rows; from metadata when possible, else by streaming once.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(7).count()
+            7
+        """
+        return sum(self._row_counts())
+
+    def schema(self) -> Any:
+        """The ``pyarrow.Schema`` of the rows (from metadata, or the first block).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).schema().names
+            ['id']
+        """
+        if self._schema is None:
+            if not self._ops and self._sources and self._sources[0].schema() is not None:
+                self._schema = self._sources[0].schema()
+            else:
+                self._schema = _first_schema(self.limit(1)._pass_blocks())
+        return self._schema
+
+    def columns(self) -> list[str]:
+        """The column names.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.from_items([{"a": 1, "b": 2}]).columns()
+            ['a', 'b']
+        """
+        schema = self.schema()
+        return list(schema.names) if schema is not None else []
+
+    def num_blocks(self) -> int:
+        """The number of blocks (files, row ranges, tables) the rows are described by.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(10, override_num_blocks=4).num_blocks()
+            4
+        """
+        return len(self._sources)
+
+    def input_files(self) -> list[str]:
+        """The files this dataset reads (a split part lists only its own).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(3).input_files()
+            []
+        """
+        return list(dict.fromkeys(f for s in self._sources for f in s.input_files()))
+
+    def take(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The first ``limit`` rows, as dicts.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(100).take(2)
+            [{'id': 0}, {'id': 1}]
+        """
+        return list(self.limit(limit).iter_rows(prefetch_batches=0))
+
+    def take_batch(self, batch_size: int = 20, *, batch_format: str = "default") -> Any:
+        """The first ``batch_size`` rows as one batch.
+
+        Raises:
+            ValueError: The dataset is empty.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(100).take_batch(3)["id"]
+            array([0, 1, 2])
+        """
+        batches = self.limit(batch_size).iter_batches(
+            batch_size=batch_size, batch_format=batch_format, prefetch_batches=0
+        )
+        for batch in batches:
+            return batch
+        raise ValueError("take_batch: the dataset is empty")
+
+    def take_all(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every row, as dicts.
+
+        Raises:
+            ValueError: There are more than ``limit`` rows.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).take_all()
+            [{'id': 0}, {'id': 1}]
+        """
+        source = self.limit(limit + 1) if limit is not None else self
+        rows = list(source.iter_rows(prefetch_batches=0))
+        if limit is not None and len(rows) > limit:
+            raise ValueError(
+                f"take_all: the dataset has more than {limit} rows. "
+                "HINT: raise limit, or use take(n) or iter_rows()"
+            )
+        return rows
+
+    def show(self, limit: int = 20) -> None:
+        """Print the first ``limit`` rows.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).show()
+            {'id': 0}
+            {'id': 1}
+        """
+        for row in self.take(limit):
+            print(row)
+
+    def to_pandas(self, limit: int | None = None) -> pd.DataFrame:
+        """Every row in one pandas DataFrame, in this process.
+
+        Raises:
+            ValueError: There are more than ``limit`` rows.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(3).to_pandas()["id"].tolist()
+            [0, 1, 2]
+        """
+        source = self.limit(limit + 1) if limit is not None else self
+        table = source._table()
+        if limit is not None and table.num_rows > limit:
+            raise ValueError(
+                f"to_pandas: the dataset has more than {limit} rows. HINT: raise limit, "
+                "or iterate with iter_batches(batch_format='pandas')"
+            )
+        if not table.num_columns and self.schema() is not None:
+            table = self.schema().empty_table()
+        return to_pandas(table)
+
+    def to_arrow(self) -> Any:
+        """Every row in one ``pyarrow.Table``, in this process.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(3).to_arrow().num_rows
+            3
+        """
+        table = self._table()
+        if not table.num_columns and not table.num_rows and self.schema() is not None:
+            return self.schema().empty_table()
+        return table
+
+    def materialize(self) -> Dataset:
+        """This dataset with the transforms done and the rows held in memory, block by block.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.range(3).map(lambda r: {"x": r["id"] + 1}).materialize()
+            >>> ds.take_all()
+            [{'x': 1}, {'x': 2}, {'x': 3}]
+        """
+        tables = [concat(list(s.read())) for s in fold(self._sources, self._ops)]
+        return Dataset([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])
+
+    def stats(self) -> str:
+        """What the dataset is made of, and figures of its latest pass.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.range(4)
+            >>> _ = list(ds.iter_batches(batch_size=2))
+            >>> print(ds.stats().splitlines()[-1].split(",")[0])
+            Last pass: 4 rows in 2 batches
+        """
+        lines = [f"Dataset: {len(self._sources)} blocks"]
+        lines += [f"  block {i}: {s.describe()}" for i, s in enumerate(self._sources[:10])]
+        if len(self._sources) > 10:
+            lines.append(f"  ... and {len(self._sources) - 10} more")
+        if self._ops:
+            lines.append("Transforms: " + " -> ".join(op.describe() for op in self._ops))
+        stats = self._last_stats
+        lines.append(stats.summary() if stats else "No pass over the data has run yet.")
+        return "\n".join(lines)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write_parquet(
+        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_parquet_args: Any
+    ) -> None:
+        """Write one parquet file per block under the directory ``path`` (local or URL).
+
+        Example:
+            >>> import tempfile, lockstep.data as ld
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     ld.range(5).write_parquet(d)
+            ...     ld.read_parquet(d).count()
+            5
+        """
+        write_blocks(
+            self._folded(), path, filesystem=filesystem, kind="parquet", options=arrow_parquet_args
+        )
+
+    def write_csv(
+        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_csv_args: Any
+    ) -> None:
+        """Write one CSV file per block under the directory ``path`` (local or URL).
+
+        Example:
+            >>> import tempfile, lockstep.data as ld
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     ld.range(5).write_csv(d)
+            ...     ld.read_csv(d).sum("id")
+            10
+        """
+        write_blocks(
+            self._folded(), path, filesystem=filesystem, kind="csv", options=arrow_csv_args
+        )
+
+    def write_json(
+        self, path: str | os.PathLike[str], *, filesystem: Any = None, **pandas_json_args: Any
+    ) -> None:
+        """Write one JSON-lines file per block under the directory ``path`` (local or URL).
+
+        Example:
+            >>> import tempfile, lockstep.data as ld
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     ld.range(3).write_json(d)
+            ...     ld.read_json(d).take_all()
+            [{'id': 0}, {'id': 1}, {'id': 2}]
+        """
+        write_blocks(
+            self._folded(), path, filesystem=filesystem, kind="json", options=pandas_json_args
+        )
+
+    def _folded(self) -> list[Source]:
+        return fold(self._sources, self._ops)
+
+    def _check_columns(self, names: Sequence[str], where: str) -> None:
+        """Raise now, when the schema is known without reading, for a column that is absent."""
+        if self._ops or not self._sources:
+            return
+        schema = self._sources[0].schema()
+        if schema is not None:
+            _require(schema.names, names, where)
+
+    def __repr__(self) -> str:
+        counts = self._known_counts()
+        rows = sum(counts) if counts is not None else "?"
+        schema = None
+        if not self._ops and self._sources:
+            schema = self._sources[0].schema()
+        columns = (
+            "?" if schema is None else "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+        )
+        return f"Dataset(num_blocks={len(self._sources)}, num_rows={rows}, schema={columns})"
+
+
+def _udf(
+    fn: Any,
+    where: str,
+    fn_args: Sequence[Any] | None,
+    fn_kwargs: Mapping[str, Any] | None,
+    constructor_args: Sequence[Any] | None,
+    constructor_kwargs: Mapping[str, Any] | None,
+) -> Udf:
+    check_callable(fn, where)
+    if (constructor_args or constructor_kwargs) and not isinstance(fn, type):
+        raise ValueError(
+            f"{where}: fn_constructor_args/fn_constructor_kwargs are for a callable class, but "
+            f"fn is a {type(fn).__name__}. HINT: pass the class itself, not an instance"
+        )
+    return Udf(fn, fn_args or (), fn_kwargs, constructor_args or (), constructor_kwargs)
+
+
+def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
+    names = [cols] if isinstance(cols, str) else list(cols)
+    if not all(isinstance(c, str) for c in names):
+        raise ValueError(f"{where} takes column names, got {cols!r}")
+    return names
+
+
+def _require(available: Sequence[str], names: Sequence[str], where: str) -> None:
+    missing = [n for n in names if n not in available]
+    if missing:
+        raise ValueError(
+            f"{where}: columns {missing} do not exist; the columns are {list(available)}. "
+            "HINT: check the names with ds.columns()"
+        )
+
+
+def _first_schema(blocks: Iterator[Any]) -> Any:
+    first = None
+    for block in blocks:
+        if block.num_rows:
+            return block.schema
+        first = first or block
+    return first.schema if first is not None and first.num_columns else None
+
+
+def _in_memory(table: Any, num_blocks: int) -> Dataset:
+    """``table`` as an in-memory dataset of ``num_blocks`` near-equal blocks."""
+    if table is EMPTY or not table.num_rows:
+        return Dataset([TableSource(table)], counts=[0])
+    parts = _split.split_ranges(table.num_rows, max(1, min(num_blocks, table.num_rows)), False)
+    sources = [TableSource(table.slice(a, b - a)) for a, b in parts]
+    return Dataset(sources, counts=[b - a for a, b in parts])

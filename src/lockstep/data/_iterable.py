@@ -1,0 +1,370 @@
+"""The ways to consume data, shared by Dataset, DataIterator and DatasetPipeline.
+
+Every call starts a fresh pass: blocks are read, cut into batches, converted, and handed
+over through a background thread (``prefetch_batches`` ahead).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from lockstep.data._batching import rebatch, shuffle_batches
+from lockstep.data._convert import check_batch_format, to_format, to_rows
+from lockstep.data._prefetch import prefetch
+from lockstep.data._stats import IterStats, counted
+
+
+class BatchIterable:
+    """Iteration methods over whatever ``_pass_blocks()`` yields."""
+
+    _last_stats: IterStats | None = None
+
+    def _pass_blocks(self) -> Iterator[Any]:
+        """The blocks of one pass (one epoch; every epoch for a pipeline)."""
+        raise NotImplementedError
+
+    def schema(self) -> Any:
+        """The ``pyarrow.Schema`` of the rows, or None when there are none to look at."""
+        raise NotImplementedError
+
+    def iter_rows(self, *, prefetch_batches: int = 1) -> Iterator[dict[str, Any]]:
+        """Iterate over the rows, as dicts of column name to value.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [row["id"] for row in ld.range(3).iter_rows()]
+            [0, 1, 2]
+        """
+        batches = self._batches(
+            "iter_rows", batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_batches
+        )
+        try:
+            for batch in batches:
+                yield from to_rows(batch)
+        finally:
+            batches.close()  # type: ignore[attr-defined]  # stops the prefetch thread now
+
+    def iter_batches(
+        self,
+        *,
+        prefetch_batches: int = 1,
+        batch_size: int | None = 256,
+        batch_format: str = "default",
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+    ) -> Iterator[Any]:
+        """Iterate over batches of rows; each call is a new pass over the data.
+
+        Args:
+            prefetch_batches: Batches prepared ahead on a background thread (0: none).
+            batch_size: Rows per batch (the last may be smaller); None for whole blocks.
+            batch_format: ``"default"``/``"numpy"`` (dict of arrays), ``"pandas"`` or
+                ``"pyarrow"``.
+            drop_last: Leave out a last batch smaller than ``batch_size``.
+            local_shuffle_buffer_size: Shuffle rows within a buffer of at least this many.
+            local_shuffle_seed: Seed of that shuffle, for a reproducible order.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> [b["id"].tolist() for b in ld.range(5).iter_batches(batch_size=2)]
+            [[0, 1], [2, 3], [4]]
+        """
+        return self._batches(
+            "iter_batches",
+            batch_size=batch_size,
+            batch_format=batch_format,
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+            prefetch_batches=prefetch_batches,
+        )
+
+    def iter_torch_batches(
+        self,
+        *,
+        prefetch_batches: int = 1,
+        batch_size: int | None = 256,
+        dtypes: Any = None,
+        device: Any = "auto",
+        collate_fn: Callable[[dict[str, Any]], Any] | None = None,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+    ) -> Iterator[Any]:
+        """Iterate over batches as dicts of ``torch.Tensor``.
+
+        Args:
+            prefetch_batches: Batches prepared ahead on a background thread.
+            batch_size: Rows per batch; None for whole blocks.
+            dtypes: A torch dtype for every column, or a dict of column name to dtype.
+            device: Where the tensors go; ``"auto"`` is the current GPU if any, else CPU.
+            collate_fn: Makes the batch from the dict of numpy arrays instead (then
+                ``dtypes`` and ``device`` are not used).
+            drop_last: Leave out a last batch smaller than ``batch_size``.
+            local_shuffle_buffer_size: Shuffle rows within a buffer of at least this many.
+            local_shuffle_seed: Seed of that shuffle.
+
+        Example:
+            >>> import torch, lockstep.data as ld
+            >>> batches = ld.range(4).iter_torch_batches(batch_size=4, dtypes=torch.float32)
+            >>> batch = next(iter(batches))
+            >>> batch["id"]
+            tensor([0., 1., 2., 3.])
+        """
+        if collate_fn is not None and dtypes is not None:
+            raise ValueError(
+                "iter_torch_batches: dtypes is not used with collate_fn. "
+                "HINT: convert to the dtypes inside collate_fn, or drop collate_fn"
+            )
+        from lockstep.data import _torch
+
+        convert = collate_fn if collate_fn is not None else _torch.batch_converter(dtypes, device)
+        return self._batches(
+            "iter_torch_batches",
+            batch_size=batch_size,
+            batch_format="numpy",
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+            prefetch_batches=prefetch_batches,
+            convert=convert,
+            # arrays handed to user code are writable copies, as torch.as_tensor wants
+            writable=collate_fn is not None,
+        )
+
+    def iter_tf_batches(
+        self,
+        *,
+        prefetch_batches: int = 1,
+        batch_size: int | None = 256,
+        dtypes: Any = None,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Iterate over batches as dicts of ``tf.Tensor`` (needs TensorFlow installed).
+
+        Args:
+            prefetch_batches: Batches prepared ahead on a background thread.
+            batch_size: Rows per batch; None for whole blocks.
+            dtypes: A tf dtype for every column, or a dict of column name to dtype.
+            drop_last: Leave out a last batch smaller than ``batch_size``.
+            local_shuffle_buffer_size: Shuffle rows within a buffer of at least this many.
+            local_shuffle_seed: Seed of that shuffle.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> try:
+            ...     batches = ld.range(4).iter_tf_batches(batch_size=2)
+            ... except ImportError as error:  # when TensorFlow is not installed
+            ...     batches = ["pip install tensorflow" in str(error)] * 2
+            >>> len(list(batches))
+            2
+        """
+        from lockstep.data import _tensorflow
+
+        return self._batches(
+            "iter_tf_batches",
+            batch_size=batch_size,
+            batch_format="numpy",
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+            prefetch_batches=prefetch_batches,
+            convert=_tensorflow.batch_converter(dtypes),
+        )
+
+    def to_tf(
+        self,
+        feature_columns: str | list[str],
+        label_columns: str | list[str],
+        *,
+        additional_columns: str | list[str] | None = None,
+        prefetch_batches: int = 1,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+        feature_type_spec: Any = None,
+        label_type_spec: Any = None,
+        additional_type_spec: Any = None,
+    ) -> Any:
+        """A ``tf.data.Dataset`` of ``(features, labels)``, for ``keras.Model.fit``.
+
+        A column name gives a tensor; a list of names gives a dict of tensors. Every
+        iteration of the returned dataset is a new pass. TensorFlow's auto-sharding is off:
+        in a training function the data is already this worker's shard.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.from_items([{"x": float(i), "y": 2.0 * i} for i in range(4)])
+            >>> try:
+            ...     n = len(list(ds.to_tf("x", "y", batch_size=2)))
+            ... except ImportError:  # when TensorFlow is not installed
+            ...     n = 2
+            >>> n
+            2
+        """
+        from lockstep.data import _tensorflow
+
+        _tensorflow.import_tensorflow()
+        schema = self.schema()
+        names = list(schema.names) if schema is not None else []
+        for what, cols in (("feature_columns", feature_columns), ("label_columns", label_columns)):
+            _tensorflow.check_columns(names, cols, what)
+        if additional_columns:
+            _tensorflow.check_columns(names, additional_columns, "additional_columns")
+        batches = functools.partial(
+            self.iter_batches,
+            prefetch_batches=prefetch_batches,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+        )
+        return _tensorflow.tf_dataset(
+            batches,
+            self._sample_batch(),
+            feature_columns,
+            label_columns,
+            additional_columns,
+            (feature_type_spec, label_type_spec, additional_type_spec),
+        )
+
+    def to_torch(
+        self,
+        *,
+        label_column: str | None = None,
+        feature_columns: Sequence[str]
+        | Sequence[Sequence[str]]
+        | Mapping[str, Sequence[str]]
+        | None = None,
+        label_column_dtype: Any = None,
+        feature_column_dtypes: Any = None,
+        batch_size: int = 1,
+        prefetch_batches: int = 1,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+        unsqueeze_label_tensor: bool = True,
+        unsqueeze_feature_tensors: bool = True,
+    ) -> Any:
+        """A ``torch.utils.data.IterableDataset`` of ``(features, label)`` (the older API).
+
+        Features are the columns ``feature_columns`` (all but the label when None) stacked
+        into one ``(batch, n)`` tensor; a list of lists gives a list of tensors and a dict of
+        lists a dict of tensors. The label is ``(batch, 1)`` unless
+        ``unsqueeze_label_tensor=False``, and None without ``label_column``.
+
+        Example:
+            >>> import torch, lockstep.data as ld
+            >>> ds = ld.from_items([{"x": float(i), "y": 2.0 * i} for i in range(4)])
+            >>> torch_ds = ds.to_torch(label_column="y", feature_columns=["x"],
+            ...                        label_column_dtype=torch.float, batch_size=4)
+            >>> features, label = next(iter(torch_ds))
+            >>> features.shape, label.shape
+            (torch.Size([4, 1]), torch.Size([4, 1]))
+        """
+        self._check_torch_columns(label_column, feature_columns)
+        from lockstep.data import _torch
+
+        batches = functools.partial(
+            self.iter_batches,
+            prefetch_batches=prefetch_batches,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+        )
+        shape = (
+            label_column,
+            feature_columns,
+            label_column_dtype,
+            feature_column_dtypes,
+            unsqueeze_label_tensor,
+            unsqueeze_feature_tensors,
+        )
+        return _torch.torch_iterable(batches, shape)
+
+    def _check_torch_columns(self, label_column: str | None, feature_columns: Any) -> None:
+        schema = self.schema()
+        if schema is None:
+            return
+        wanted = [label_column] if label_column is not None else []
+        if isinstance(feature_columns, Mapping):
+            wanted += [c for cols in feature_columns.values() for c in cols]
+        elif feature_columns:
+            for item in feature_columns:
+                wanted += [item] if isinstance(item, str) else list(item)
+        missing = [c for c in wanted if c not in schema.names]
+        if missing:
+            raise ValueError(
+                f"to_torch: columns {missing} do not exist; the columns are {schema.names}. "
+                "HINT: pass label_column= and feature_columns= from ds.columns()"
+            )
+
+    def _sample_batch(self) -> dict[str, Any]:
+        batches = self._batches("to_tf", batch_size=1, batch_format="numpy", prefetch_batches=0)
+        try:
+            return dict(next(batches))
+        except StopIteration:
+            raise ValueError(
+                "to_tf: the dataset has no rows to take the tensor shapes from. HINT: pass "
+                "feature_type_spec= and label_type_spec= (tf.TensorSpec)"
+            ) from None
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+    def _batches(
+        self,
+        where: str,
+        *,
+        batch_size: int | None,
+        batch_format: str,
+        prefetch_batches: int,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+        convert: Callable[[Any], Any] | None = None,
+        writable: bool = False,
+    ) -> Iterator[Any]:
+        check_batch_format(batch_format, where)
+        _check_positive(batch_size, "batch_size", where, allow_none=True)
+        _check_positive(local_shuffle_buffer_size, "local_shuffle_buffer_size", where, True)
+        if prefetch_batches < 0:
+            raise ValueError(f"{where}: prefetch_batches must be >= 0, got {prefetch_batches}")
+        if local_shuffle_buffer_size and batch_size is None:
+            raise ValueError(
+                f"{where}: a local shuffle needs a batch_size. HINT: pass batch_size=256"
+            )
+
+        def produce() -> Iterator[tuple[int, Any]]:
+            blocks = self._pass_blocks()
+            if local_shuffle_buffer_size:
+                assert batch_size is not None
+                tables = shuffle_batches(
+                    blocks, batch_size, local_shuffle_buffer_size, local_shuffle_seed, drop_last
+                )
+            else:
+                tables = rebatch(blocks, batch_size, drop_last)
+            for table in tables:
+                rows = table.num_rows
+                batch = to_format(table, batch_format, writable=writable)
+                # drop references before the next read: a slice keeps its whole block alive
+                del table
+                yield rows, (convert(batch) if convert is not None else batch)
+                del batch
+
+        stats = IterStats()
+        self._last_stats = stats
+        return counted(prefetch(produce, prefetch_batches, stats.timer), stats)
+
+
+def _check_positive(value: int | None, name: str, where: str, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")

@@ -1,0 +1,289 @@
+"""Per-block transforms: what ``map``, ``map_batches``, ``filter`` and friends record.
+
+Each op is a small picklable value that turns a stream of Arrow tables into another, so a
+dataset's pending transforms travel to the workers and run there, block by block.
+``preserves_rows`` says whether output row ``i`` comes from input row ``i``; when every op
+of a dataset preserves rows, row counts and splits come from metadata alone.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lockstep.data._batching import rebatch
+from lockstep.data._convert import (
+    column_from_values,
+    from_batch,
+    from_rows,
+    to_format,
+    to_rows,
+)
+
+
+class Udf:
+    """A user function, or a callable class instantiated once per process when first used.
+
+    A class is how a user sets up expensive state (a model) once and reuses it per batch,
+    as with Ray's callable classes; the instance is not pickled, so each worker builds its own.
+    """
+
+    __slots__ = ("_instance", "args", "constructor_args", "constructor_kwargs", "fn", "kwargs")
+
+    def __init__(
+        self,
+        fn: Any,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        constructor_args: Sequence[Any] = (),
+        constructor_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.constructor_args = tuple(constructor_args)
+        self.constructor_kwargs = dict(constructor_kwargs or {})
+        self._instance: Any = None
+
+    def __call__(self, value: Any) -> Any:
+        return self.resolve()(value, *self.args, **self.kwargs)
+
+    def resolve(self) -> Callable[..., Any]:
+        if not inspect.isclass(self.fn):
+            return self.fn  # type: ignore[no-any-return]
+        if self._instance is None:
+            self._instance = self.fn(*self.constructor_args, **self.constructor_kwargs)
+        return self._instance  # type: ignore[no-any-return]
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", type(self.fn).__name__)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_instance"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+        self._instance = None
+
+
+def check_callable(fn: Any, where: str) -> None:
+    """Raise a ValueError unless ``fn`` is a function or a callable class."""
+    if not callable(fn):
+        raise ValueError(
+            f"{where} takes a function or a callable class, got {type(fn).__name__}. "
+            "HINT: pass e.g. lambda row: {**row, 'y': row['x'] * 2}"
+        )
+
+
+class Op(abc.ABC):
+    """One pending transform."""
+
+    preserves_rows = False
+
+    @abc.abstractmethod
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        """The transformed stream."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """A short description for ``repr`` and ``stats()``."""
+
+
+@dataclass(frozen=True)
+class MapRows(Op):
+    """``map``: one output row per input row."""
+
+    udf: Udf
+    preserves_rows = True
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            if block.num_rows:
+                yield from_rows([self.udf(row) for row in to_rows(block)], "map()")
+
+    def describe(self) -> str:
+        return f"map({self.udf.name})"
+
+
+@dataclass(frozen=True)
+class FlatMap(Op):
+    """``flat_map``: any number of output rows per input row."""
+
+    udf: Udf
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            rows = [out for row in to_rows(block) for out in self.udf(row)]
+            if rows:
+                yield from_rows(rows, "flat_map()")
+
+    def describe(self) -> str:
+        return f"flat_map({self.udf.name})"
+
+
+@dataclass(frozen=True)
+class Filter(Op):
+    """``filter``: rows for which a function is true, or that match a pyarrow expression."""
+
+    udf: Udf | None = None
+    expression: Any = None
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        # empty blocks pass too, so that a filter that keeps nothing still has a schema
+        for block in blocks:
+            if self.expression is not None:
+                yield block.filter(self.expression)
+            else:
+                assert self.udf is not None
+                mask = [bool(self.udf(row)) for row in to_rows(block)]
+                yield block.filter(pa.array(mask, pa.bool_()))
+
+    def describe(self) -> str:
+        what = self.udf.name if self.udf is not None else str(self.expression)
+        return f"filter({what})"
+
+
+@dataclass(frozen=True)
+class MapBatches(Op):
+    """``map_batches``: a function of a batch in the chosen format.
+
+    ``batch_size=None`` gives whole blocks. The function may return a batch or yield
+    several. ``zero_copy_batch=False`` hands numpy batches as writable copies (Ray's default).
+    """
+
+    udf: Udf
+    batch_format: str = "default"
+    batch_size: int | None = None
+    zero_copy_batch: bool = False
+    # True only for transforms lockstep knows keep rows (preprocessors); a user's function
+    # may add or drop rows.
+    preserves_rows: bool = False
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        writable = not self.zero_copy_batch
+        for batch in rebatch(blocks, self.batch_size):
+            out = self.udf(to_format(batch, self.batch_format, writable=writable))
+            if inspect.isgenerator(out):
+                for item in out:
+                    yield from_batch(item, f"map_batches({self.udf.name})")
+            else:
+                yield from_batch(out, f"map_batches({self.udf.name})")
+
+    def describe(self) -> str:
+        return f"map_batches({self.udf.name}, batch_format={self.batch_format!r})"
+
+
+@dataclass(frozen=True)
+class AddColumn(Op):
+    """``add_column``: a new (or replaced) column computed from each batch."""
+
+    name: str
+    udf: Udf
+    batch_format: str = "pandas"
+    preserves_rows = True
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            if not block.num_rows:
+                # the function is not run on no rows; the column still appears, untyped
+                if block.num_columns:
+                    yield _put(block, self.name, pa.nulls(0))
+                continue
+            values = self.udf(to_format(block, self.batch_format, writable=True))
+            column = column_from_values(values, f"add_column({self.name!r})", self.name)
+            if len(column) != block.num_rows:
+                raise ValueError(
+                    f"add_column({self.name!r}): the function gave {len(column)} values for "
+                    f"a batch of {block.num_rows} rows. HINT: return one value per row"
+                )
+            yield _put(block, self.name, column)
+
+    def describe(self) -> str:
+        return f"add_column({self.name!r})"
+
+
+def _put(block: Any, name: str, column: Any) -> Any:
+    names = block.column_names
+    if name in names:
+        return block.set_column(names.index(name), name, column)
+    return block.append_column(name, column)
+
+
+def _require_columns(block: Any, columns: Sequence[str], where: str) -> None:
+    missing = [c for c in columns if c not in block.column_names]
+    if missing:
+        raise ValueError(
+            f"{where}: columns {missing} do not exist; the columns are {block.column_names}. "
+            "HINT: check the names with ds.columns()"
+        )
+
+
+@dataclass(frozen=True)
+class SelectColumns(Op):
+    """``select_columns``: these columns, in this order."""
+
+    columns: tuple[str, ...]
+    preserves_rows = True
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            if block.num_columns or block.num_rows:
+                _require_columns(block, self.columns, "select_columns")
+                yield block.select(list(self.columns))
+
+    def describe(self) -> str:
+        return f"select_columns({list(self.columns)})"
+
+
+@dataclass(frozen=True)
+class DropColumns(Op):
+    """``drop_columns``."""
+
+    columns: tuple[str, ...]
+    preserves_rows = True
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            if block.num_columns or block.num_rows:
+                _require_columns(block, self.columns, "drop_columns")
+                yield block.drop_columns(list(self.columns))
+
+    def describe(self) -> str:
+        return f"drop_columns({list(self.columns)})"
+
+
+@dataclass(frozen=True)
+class RenameColumns(Op):
+    """``rename_columns``: old name to new name."""
+
+    mapping: tuple[tuple[str, str], ...]
+    preserves_rows = True
+
+    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        names = dict(self.mapping)
+        for block in blocks:
+            if block.num_columns or block.num_rows:
+                _require_columns(block, list(names), "rename_columns")
+                yield block.rename_columns([names.get(n, n) for n in block.column_names])
+
+    def describe(self) -> str:
+        return f"rename_columns({dict(self.mapping)})"
+
+
+def run_ops(blocks: Iterator[Any], ops: Sequence[Op]) -> Iterator[Any]:
+    """Apply ``ops`` in order to a stream of blocks."""
+    for op in ops:
+        blocks = op.apply(blocks)
+    return blocks
+
+
+def all_preserve_rows(ops: Sequence[Op]) -> bool:
+    """Whether every op maps input row ``i`` to output row ``i``."""
+    return all(op.preserves_rows for op in ops)

@@ -1,0 +1,313 @@
+"""Creating datasets: from Python objects, from files, and ranges of integers.
+
+In-memory data becomes Arrow tables at once (small enough to pickle to workers); files are
+only listed, and parquet footers read, on the caller's side: the rows are read later, by
+whoever iterates.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lockstep.data._convert import column_from_values, from_batch, from_rows
+from lockstep.data._dataset import Dataset
+from lockstep.data._file_sources import (
+    CsvSource,
+    JsonSource,
+    NumpySource,
+    TextSource,
+    numpy_shape,
+)
+from lockstep.data._files import find_files
+from lockstep.data._parquet import parquet_sources, to_filter_expression
+from lockstep.data._sources import RangeSource, Source, TableSource
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
+    """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default)."""
+    if num_blocks is None or num_blocks <= 1:
+        return [TableSource(table)]
+    base, extra = divmod(table.num_rows, num_blocks)
+    sources: list[Source] = []
+    start = 0
+    for i in builtins.range(num_blocks):
+        length = base + (1 if i < extra else 0)
+        sources.append(TableSource(table.slice(start, length)))
+        start += length
+    return sources
+
+
+def from_items(items: Iterable[Any], *, override_num_blocks: int | None = None) -> Dataset:
+    """A dataset of Python values: dicts become rows; anything else a row ``{"item": value}``.
+
+    Args:
+        items: The rows.
+        override_num_blocks: How many blocks to cut the rows into (one by default).
+
+    Example:
+        >>> from_items([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]).take(1)
+        [{'x': 1, 'y': 'a'}]
+    """
+    rows = list(items)
+    if rows and not all(isinstance(r, dict) for r in rows):
+        rows = [{"item": r} for r in rows]
+    return Dataset(_blocks(from_rows(rows, "from_items"), override_num_blocks))
+
+
+def from_pandas(
+    dfs: pd.DataFrame | Sequence[pd.DataFrame], *, override_num_blocks: int | None = None
+) -> Dataset:
+    """A dataset of one or more pandas DataFrames, one block each (the index is dropped).
+
+    Example:
+        >>> import pandas as pd
+        >>> from_pandas(pd.DataFrame({"x": [1, 2, 3]})).count()
+        3
+    """
+    frames: list[Any] = [dfs] if type(dfs).__name__ == "DataFrame" else list(dfs)
+    if override_num_blocks is not None:
+        import pandas as pd
+
+        whole = from_batch(pd.concat(frames), "from_pandas")
+        return Dataset(_blocks(whole, override_num_blocks))
+    return Dataset([TableSource(from_batch(f, "from_pandas")) for f in frames])
+
+
+def from_numpy(ndarrays: np.ndarray[Any, Any] | Sequence[np.ndarray[Any, Any]]) -> Dataset:
+    """A dataset with column ``data``: one row per entry along each array's first axis.
+
+    Example:
+        >>> import numpy as np
+        >>> from_numpy(np.zeros((4, 2))).take(1)
+        [{'data': array([0., 0.])}]
+    """
+    arrays = [ndarrays] if not isinstance(ndarrays, list | tuple) else list(ndarrays)
+    for a in arrays:
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            raise ValueError(
+                f"from_numpy takes arrays of one or more axes, got {type(a).__name__}. "
+                "HINT: from_numpy(np.asarray(values))"
+            )
+    return Dataset([TableSource(pa.table({"data": column_from_values(a)})) for a in arrays])
+
+
+def from_arrow(tables: Any) -> Dataset:
+    """A dataset of one or more ``pyarrow.Table`` (or RecordBatch), one block each.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from_arrow(pa.table({"x": [1, 2]})).columns()
+        ['x']
+    """
+    items = [tables] if isinstance(tables, pa.Table | pa.RecordBatch) else list(tables)
+    return Dataset([TableSource(from_batch(t, "from_arrow")) for t in items])
+
+
+def from_torch(dataset: Any) -> Dataset:
+    """A dataset of a torch ``Dataset``'s samples, each as a row ``{"item": sample}``.
+
+    The samples are read now, in this process (as Ray does).
+
+    Example:
+        >>> import torch
+        >>> samples = torch.utils.data.TensorDataset(torch.arange(3))
+        >>> from_torch(samples).count()
+        3
+    """
+    if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
+        samples = [dataset[i] for i in builtins.range(len(dataset))]
+    else:
+        samples = list(dataset)
+    return Dataset([TableSource(from_rows([{"item": s} for s in samples], "from_torch"))])
+
+
+def range(n: int, *, override_num_blocks: int | None = None) -> Dataset:
+    """A dataset of the integers ``0 .. n - 1`` in column ``id``, generated when read.
+
+    Example:
+        >>> range(3).take_all()
+        [{'id': 0}, {'id': 1}, {'id': 2}]
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"range(n) takes a non-negative int, got {n!r}")
+    blocks = override_num_blocks or 1
+    bounds = [n * i // blocks for i in builtins.range(blocks + 1)]
+    return Dataset([RangeSource(a, b) for a, b in itertools.pairwise(bounds)])
+
+
+def read_parquet(
+    paths: Paths,
+    *,
+    filesystem: Any = None,
+    columns: Sequence[str] | None = None,
+    filter: Any = None,
+    file_extensions: Sequence[str] | None = ("parquet",),
+) -> Dataset:
+    """A dataset of parquet files: local paths, globs, directories or fsspec URLs.
+
+    Only footers are read here (row counts, schema), so splitting across workers reads no
+    data, and each worker later reads only its own files and row groups. ``columns`` and
+    ``filter`` are given to pyarrow, which reads only those columns and skips row groups
+    whose statistics rule the filter out.
+
+    Args:
+        paths: A path, glob, directory or URL (``s3://``, ``gs://``, ``memory://``), or a list.
+        filesystem: A pyarrow or fsspec filesystem the paths are on.
+        columns: The columns to read (all by default).
+        filter: A ``pyarrow.compute`` expression, or a filter list ``[("x", ">", 3)]``.
+        file_extensions: Files found in directories must end with one of these.
+
+    Example:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     range(10).write_parquet(d)
+        ...     ds = read_parquet(d, columns=["id"], filter=[("id", ">=", 7)])
+        ...     ds.take_all()
+        [{'id': 7}, {'id': 8}, {'id': 9}]
+    """
+    files = find_files(
+        paths, filesystem=filesystem, extensions=file_extensions, where="read_parquet"
+    )
+    expression = to_filter_expression(filter)
+    return Dataset(parquet_sources(files, list(columns) if columns else None, expression))
+
+
+def read_csv(
+    paths: Paths,
+    *,
+    filesystem: Any = None,
+    file_extensions: Sequence[str] | None = ("csv",),
+    read_options: Any = None,
+    parse_options: Any = None,
+    convert_options: Any = None,
+) -> Dataset:
+    """A dataset of CSV files, parsed block by block by ``pyarrow.csv``.
+
+    Args:
+        paths: A path, glob, directory or URL, or a list of them.
+        filesystem: A pyarrow or fsspec filesystem the paths are on.
+        file_extensions: Files found in directories must end with one of these.
+        read_options: A ``pyarrow.csv.ReadOptions``.
+        parse_options: A ``pyarrow.csv.ParseOptions`` (delimiter, quoting).
+        convert_options: A ``pyarrow.csv.ConvertOptions`` (column types, nulls).
+
+    Example:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with open(os.path.join(d, "a.csv"), "w") as f:
+        ...         _ = f.write("x,y\\n1,a\\n2,b\\n")
+        ...     read_csv(d).take_all()
+        [{'x': 1, 'y': 'a'}, {'x': 2, 'y': 'b'}]
+    """
+    files = find_files(paths, filesystem=filesystem, extensions=file_extensions, where="read_csv")
+    options = {
+        k: v
+        for k, v in (
+            ("read_options", read_options),
+            ("parse_options", parse_options),
+            ("convert_options", convert_options),
+        )
+        if v is not None
+    }
+    return Dataset(
+        [CsvSource(files.filesystem, p, files.display(p), options or None) for p in files.paths]
+    )
+
+
+def read_json(
+    paths: Paths,
+    *,
+    filesystem: Any = None,
+    file_extensions: Sequence[str] | None = ("json", "jsonl"),
+    read_options: Any = None,
+    parse_options: Any = None,
+) -> Dataset:
+    """A dataset of JSON-lines files (one object per line), or files holding one JSON array.
+
+    Args:
+        paths: A path, glob, directory or URL, or a list of them.
+        filesystem: A pyarrow or fsspec filesystem the paths are on.
+        file_extensions: Files found in directories must end with one of these.
+        read_options: A ``pyarrow.json.ReadOptions``.
+        parse_options: A ``pyarrow.json.ParseOptions`` (e.g. an explicit schema).
+
+    Example:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with open(os.path.join(d, "a.jsonl"), "w") as f:
+        ...         _ = f.write('{"x": 1}\\n{"x": 2}\\n')
+        ...     read_json(d).take_all()
+        [{'x': 1}, {'x': 2}]
+    """
+    files = find_files(paths, filesystem=filesystem, extensions=file_extensions, where="read_json")
+    options = {
+        k: v for k, v in (("read_options", read_options), ("parse_options", parse_options)) if v
+    }
+    return Dataset(
+        [JsonSource(files.filesystem, p, files.display(p), options or None) for p in files.paths]
+    )
+
+
+def read_text(
+    paths: Paths,
+    *,
+    encoding: str = "utf-8",
+    drop_empty_lines: bool = False,
+    filesystem: Any = None,
+    file_extensions: Sequence[str] | None = None,
+) -> Dataset:
+    """A dataset of text files, one row per line in column ``text``.
+
+    Example:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with open(os.path.join(d, "a.txt"), "w") as f:
+        ...         _ = f.write("hello\\nworld\\n")
+        ...     [row["text"] for row in read_text(d).take_all()]
+        ['hello', 'world']
+    """
+    files = find_files(paths, filesystem=filesystem, extensions=file_extensions, where="read_text")
+    return Dataset(
+        [
+            TextSource(files.filesystem, p, files.display(p), encoding, drop_empty_lines)
+            for p in files.paths
+        ]
+    )
+
+
+def read_numpy(
+    paths: Paths, *, filesystem: Any = None, file_extensions: Sequence[str] | None = ("npy",)
+) -> Dataset:
+    """A dataset of ``.npy`` files: column ``data``, one row per entry along the first axis.
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     np.save(os.path.join(d, "a.npy"), np.arange(6).reshape(3, 2))
+        ...     read_numpy(d).take(1)
+        [{'data': array([0, 1])}]
+    """
+    files = find_files(paths, filesystem=filesystem, extensions=file_extensions, where="read_numpy")
+    sources: list[Source] = []
+    for p in files.paths:
+        shape = numpy_shape(files.filesystem, p)
+        if not shape:
+            raise ValueError(
+                f"read_numpy: {files.display(p)} holds a single value (0-d array), not rows. "
+                "HINT: save arrays with at least one axis"
+            )
+        sources.append(NumpySource(files.filesystem, p, files.display(p), shape))
+    return Dataset(sources)

@@ -1,0 +1,62 @@
+"""Preprocessors with Ray's API (``ray.data.preprocessors``): fit on a dataset, transform any.
+
+Statistics are computed streaming over the dataset's blocks with ``pyarrow.compute``;
+transforms are lazy ops that each worker applies to the rows it reads; ``transform_batch``
+applies the same transform to one batch at serving time. Fitted preprocessors pickle.
+
+Example:
+    >>> import lockstep.data as ld
+    >>> from lockstep.data.preprocessors import Chain, Concatenator, StandardScaler
+    >>> ds = ld.from_items([{"a": 1.0, "b": 10.0}, {"a": 3.0, "b": 30.0}])
+    >>> prep = Chain(StandardScaler(["a", "b"]), Concatenator(["a", "b"], output_column_name="x"))
+    >>> prep.fit_transform(ds).take_batch()["x"].tolist()
+    [[-1.0, -1.0], [1.0, 1.0]]
+"""
+
+from lockstep.data.preprocessors._base import (
+    FitStatus,
+    Preprocessor,
+    PreprocessorNotFittedException,
+)
+from lockstep.data.preprocessors._chain import Chain
+from lockstep.data.preprocessors._concatenator import Concatenator
+from lockstep.data.preprocessors._encoders import (
+    Categorizer,
+    LabelEncoder,
+    MultiHotEncoder,
+    OneHotEncoder,
+    OrdinalEncoder,
+)
+from lockstep.data.preprocessors._imputer import SimpleImputer
+from lockstep.data.preprocessors._mappers import BatchMapper, FunctionTransformer, Repartitioner
+from lockstep.data.preprocessors._normalizer import Normalizer
+from lockstep.data.preprocessors._scalers import (
+    MaxAbsScaler,
+    MinMaxScaler,
+    RobustScaler,
+    Scaler,
+    StandardScaler,
+)
+
+__all__ = [
+    "BatchMapper",
+    "Categorizer",
+    "Chain",
+    "Concatenator",
+    "FitStatus",
+    "FunctionTransformer",
+    "LabelEncoder",
+    "MaxAbsScaler",
+    "MinMaxScaler",
+    "MultiHotEncoder",
+    "Normalizer",
+    "OneHotEncoder",
+    "OrdinalEncoder",
+    "Preprocessor",
+    "PreprocessorNotFittedException",
+    "Repartitioner",
+    "RobustScaler",
+    "Scaler",
+    "SimpleImputer",
+    "StandardScaler",
+]

@@ -1,0 +1,148 @@
+"""Column statistics computed streaming over a dataset's blocks with ``pyarrow.compute``.
+
+Only the columns asked for are read, block by block; nothing is converted to pandas. As in
+scikit-learn, nulls and NaN are missing values: they count in no statistic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from lockstep.data._dataset import Dataset
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Count, mean and sum of squared deviations (M2) of a column's present values."""
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def merge(self, other: Moments) -> Moments:
+        """Both sets of values together (Chan et al.'s formula, stable for any block sizes)."""
+        if not other.count:
+            return self
+        if not self.count:
+            return other
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * other.count / count
+        m2 = self.m2 + other.m2 + delta * delta * self.count * other.count / count
+        return Moments(count, mean, m2)
+
+    @property
+    def std(self) -> float | None:
+        """The population standard deviation (ddof=0), as scikit-learn's scalers use."""
+        return math.sqrt(self.m2 / self.count) if self.count else None
+
+
+def present(column: Any) -> Any:
+    """The column without nulls and, for floats, without NaN."""
+    column = column.drop_null()
+    if pa.types.is_floating(column.type):
+        column = column.filter(pc.invert(pc.is_nan(column)))
+    return column
+
+
+def _blocks(dataset: Dataset, columns: Sequence[str]) -> Iterator[Any]:
+    for block in dataset.select_columns(list(columns))._pass_blocks():
+        if block.num_rows:
+            yield block
+
+
+def moments(dataset: Dataset, columns: Sequence[str]) -> dict[str, Moments]:
+    """Per column: count, mean and M2 of the present values."""
+    result = {c: Moments() for c in columns}
+    for block in _blocks(dataset, columns):
+        for name in columns:
+            result[name] = result[name].merge(_block_moments(block.column(name)))
+    return result
+
+
+def _block_moments(column: Any) -> Moments:
+    count = len(column) - column.null_count
+    if not count:
+        return Moments()
+    mean = pc.mean(column).as_py()
+    if mean is not None and math.isnan(mean):  # NaN present: leave it out (rare, so checked late)
+        column = present(column)
+        count = len(column)
+        if not count:
+            return Moments()
+        mean = pc.mean(column).as_py()
+    variance = pc.variance(column, ddof=0).as_py()
+    return Moments(count, float(mean), float(variance) * count)
+
+
+def min_max(dataset: Dataset, columns: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+    """Per column: the smallest and largest present values, or ``(None, None)``."""
+    result: dict[str, tuple[Any, Any]] = {c: (None, None) for c in columns}
+    for block in _blocks(dataset, columns):
+        for name in columns:
+            low, high = (s.as_py() for s in pc.min_max(block.column(name)).values())
+            if low is None or (isinstance(low, float) and math.isnan(low)):
+                continue
+            old_low, old_high = result[name]
+            result[name] = (
+                low if old_low is None else min(old_low, low),
+                high if old_high is None else max(old_high, high),
+            )
+    return result
+
+
+def quantiles(
+    dataset: Dataset, columns: Sequence[str], qs: Sequence[float]
+) -> dict[str, list[Any]]:
+    """Per column: exact quantiles (linear interpolation, as numpy) of the present values.
+
+    Exact quantiles need every value: the columns asked for (only those) are gathered.
+    """
+    parts: dict[str, list[Any]] = {c: [] for c in columns}
+    for block in _blocks(dataset, columns):
+        for name in columns:
+            parts[name].extend(present(block.column(name)).chunks)
+    result = {}
+    for name, chunks in parts.items():
+        values = (
+            pa.chunked_array(chunks, type=pa.float64()) if not chunks else pa.chunked_array(chunks)
+        )
+        if not len(values):
+            result[name] = [None] * len(qs)
+            continue
+        result[name] = pc.quantile(values, q=list(qs), interpolation="linear").to_pylist()
+    return result
+
+
+def value_counts(
+    dataset: Dataset, columns: Sequence[str], *, lists: bool = False
+) -> dict[str, Counter[Any]]:
+    """Per column: how often each present value occurs (in list elements when ``lists``)."""
+    result: dict[str, Counter[Any]] = {c: Counter() for c in columns}
+    for block in _blocks(dataset, columns):
+        for name in columns:
+            column = block.column(name)
+            if lists:
+                column = pc.list_flatten(column)
+            counts = pc.value_counts(present(column))
+            values = counts.field("values").to_pylist()
+            result[name].update(dict(zip(values, counts.field("counts").to_pylist(), strict=True)))
+    return result
+
+
+def list_value_counts(dataset: Dataset, columns: Sequence[str]) -> dict[str, Counter[Any]]:
+    """Per column of lists: how often each whole list occurs (as a tuple)."""
+    result: dict[str, Counter[Any]] = {c: Counter() for c in columns}
+    for block in _blocks(dataset, columns):
+        for name in columns:
+            values = block.column(name).to_pylist()
+            result[name].update(tuple(v) for v in values if v is not None)
+    return result
