@@ -133,6 +133,7 @@ class TrainController:
         self._checkpoints.remove_uncommitted()
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
+        self._return_values = {}  # only the attempt that succeeds returns
         spec = dataclasses.replace(
             self._spec,
             checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
