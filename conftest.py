@@ -162,3 +162,14 @@ def ray_cluster() -> Iterator[object]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_connected(ray_cluster: object) -> Iterator[None]:
+    """This process joined to the test cluster, for one module only: while Ray is
+    initialised, every trainer that does not name an executor picks Ray."""
+    import ray
+
+    ray.init(address=ray_cluster.address, log_to_driver=False)  # type: ignore[attr-defined]
+    yield
+    ray.shutdown()

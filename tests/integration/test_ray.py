@@ -17,17 +17,7 @@ from lockstep.train import (
 )
 from tests.contracts.worker_group import ProcessDeathContract
 
-pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_connected(ray_cluster):
-    """Connected for this module only: while connected, every trainer would pick Ray."""
-    import ray
-
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
 
 def live_placement_groups():

@@ -14,16 +14,7 @@ from lockstep.testing import train_epochs
 from lockstep.train import FailureConfig, RunConfig, ScalingConfig, UserCallback
 from lockstep.train.torch import TorchTrainer, prepare_model
 
-pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_connected(ray_cluster):
-    import ray
-
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
 
 @pytest.fixture
