@@ -60,8 +60,14 @@ def _threads() -> set[threading.Thread]:
 
 
 # Variables a library sets for the whole process the first time it is imported:
-# torch._dynamo (imported by lockstep.train.torch) sets TORCHINDUCTOR_CACHE_DIR.
-LIBRARY_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+# torch._dynamo (imported by lockstep.train.torch) sets TORCHINDUCTOR_CACHE_DIR, and
+# scikit-learn sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK for Intel's OpenMP.
+LIBRARY_ENV = {
+    "PYTEST_CURRENT_TEST",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "KMP_DUPLICATE_LIB_OK",
+    "KMP_INIT_AT_FORK",
+}
 
 
 def _environment() -> dict[str, str]:

@@ -66,6 +66,7 @@ EXAMPLES = {
     "torch_convnet_checkpoint.py": ["--epochs", "2"],
     "torch_linear_regression_data.py": ["--epochs", "3"],
     "legacy_dataset_pipeline.py": ["--epochs", "2"],
+    "xgboost_breast_cancer.py": [],
 }
 
 

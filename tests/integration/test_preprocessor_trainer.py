@@ -113,8 +113,25 @@ def test_restore_keeps_the_fitted_preprocessor(run_config):
         run_config=run_config,
         preprocessor=StandardScaler(columns=["x"]),
     ).fit()
-    restored = DataParallelTrainer.restore(first.path)
+    with pytest.raises(ValueError, match=r"datasets \['train'\] that are not saved.*HINT"):
+        DataParallelTrainer.restore(first.path)
+    restored = DataParallelTrainer.restore(
+        first.path, datasets={"train": ld.from_pandas(train_frame)}
+    )
     assert restored.preprocessor.stats_ == first.checkpoint.get_preprocessor().stats_
+
+
+def test_restore_keeps_datasets_read_from_files(run_config, tmp_path):
+    train_frame, _ = frames()
+    path = str(tmp_path / "train.parquet")
+    train_frame.to_parquet(path)
+    first = DataParallelTrainer(
+        report_scaled_values_train_only,
+        datasets={"train": ld.read_parquet(path)},
+        run_config=run_config,
+    ).fit()
+    restored = DataParallelTrainer.restore(first.path)
+    assert restored.datasets["train"].input_files() == [path]
 
 
 @pytest.mark.parametrize(

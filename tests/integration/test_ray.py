@@ -8,6 +8,7 @@ import psutil
 import pytest
 
 from lockstep import train
+from lockstep._core import storage
 from lockstep.testing import train_epochs
 from lockstep.train import (
     DataParallelTrainer,
@@ -75,24 +76,22 @@ def test_ray_is_chosen_when_initialised(run_config):
     assert result.return_value == ray.util.get_node_ip_address()
 
 
-def test_workers_that_cannot_see_the_run_directory_fail_at_once_naming_the_node():
+def test_workers_that_cannot_see_the_run_directory_fail_at_once_naming_the_node(tmp_path):
     trainer = DataParallelTrainer(
         train_epochs,
         train_loop_config={"epochs": 2},
         scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(storage_path="memory://lockstep-ray", name="m", verbose=0),
+        run_config=RunConfig(storage_path=str(tmp_path), name="m", verbose=0),
     )
-    try:
-        with pytest.raises(
-            TrainingFailedError,
-            match=r"on node \d+\.\d+\.\d+\.\d+ .*cannot see "
-            r"the run directory.*shares",
-        ):
-            trainer.fit()
-    finally:
-        import fsspec
-
-        fsspec.filesystem("memory").rm("/lockstep-ray", recursive=True)
+    controller = trainer._controller()
+    # What a node without the shared storage sees: no marker in the run directory.
+    os.remove(tmp_path / "m" / storage.MARKER_FILE)
+    with pytest.raises(
+        TrainingFailedError,
+        match=r"on node \d+\.\d+\.\d+\.\d+ .*cannot see the run directory.*shares",
+    ):
+        controller.run()
+    assert not list((tmp_path / "m").glob("checkpoint_*"))
 
 
 def test_cluster_too_small_fails_at_construction():

@@ -17,7 +17,11 @@ PUBLIC_MODULES = [
     "lockstep.testing",
     "lockstep.train",
     "lockstep.train.collective",
+    "lockstep.train.integrations",
+    "lockstep.train.lightgbm",
+    "lockstep.train.sklearn",
     "lockstep.train.torch",
+    "lockstep.train.xgboost",
 ]
 SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
 

@@ -114,12 +114,24 @@ class ScalingConfig:
 
     @classmethod
     def coerce(cls, value: ScalingConfig | Mapping[str, Any] | None) -> ScalingConfig:
-        """Accept a ScalingConfig, a dict of its fields (the older form) or None."""
+        """Accept a ScalingConfig, a dict of its fields (the older form) or None.
+
+        The dict may also use the keys of the older GBDT trainers' actor form:
+        ``num_actors`` (``num_workers``), ``cpus_per_actor`` and ``gpus_per_actor``
+        (``resources_per_worker`` CPU and GPU; GPUs also set ``use_gpu``) and
+        ``resources_per_actor`` (``resources_per_worker``).
+
+        Example:
+            >>> config = ScalingConfig.coerce({"num_actors": 2, "cpus_per_actor": 2})
+            >>> config.num_workers, config.num_cpus_per_worker
+            (2, 2.0)
+        """
         if value is None:
             return cls()
         if isinstance(value, ScalingConfig):
             return value
         if isinstance(value, Mapping):
+            value = _from_actor_keys(value)
             known = {f.name for f in fields(cls)}
             unknown = sorted(set(value) - known)
             if unknown:
@@ -134,6 +146,42 @@ class ScalingConfig:
         )
 
 
+_ACTOR_KEYS = ("num_actors", "cpus_per_actor", "gpus_per_actor", "resources_per_actor")
+
+
+def _from_actor_keys(value: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` with the older actor keys (``num_actors``, ...) turned into fields."""
+    config = {k: v for k, v in value.items() if k not in _ACTOR_KEYS}
+    if not any(k in value for k in _ACTOR_KEYS):
+        return config
+    clashes = [
+        (old, new)
+        for old, new in (
+            ("num_actors", "num_workers"),
+            ("resources_per_actor", "resources_per_worker"),
+        )
+        if old in value and new in value
+    ]
+    if clashes:
+        old, new = clashes[0]
+        raise ValueError(
+            f"scaling_config has both {old!r} and {new!r}, which mean the same. "
+            f"HINT: keep only {new!r}"
+        )
+    if "num_actors" in value:
+        config["num_workers"] = value["num_actors"]
+    resources = dict(value.get("resources_per_actor") or config.get("resources_per_worker") or {})
+    if value.get("cpus_per_actor") is not None:
+        resources["CPU"] = value["cpus_per_actor"]
+    gpus = value.get("gpus_per_actor")
+    if gpus:
+        resources["GPU"] = gpus
+        config["use_gpu"] = True
+    if resources:
+        config["resources_per_worker"] = resources
+    return config
+
+
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig:
     """Which checkpoints a run keeps.
@@ -144,6 +192,12 @@ class CheckpointConfig:
             committed, because a restart resumes from it. None keeps all.
         checkpoint_score_attribute: The reported metric that ranks checkpoints.
         checkpoint_score_order: ``"max"`` (higher is better) or ``"min"``.
+        checkpoint_frequency: Checkpoint every this many boosting rounds; 0 (the default)
+            only at the end. Honoured by the trainers that own their training loop (the
+            XGBoost and LightGBM trainers without a training function); a training function
+            of your own decides itself when to checkpoint.
+        checkpoint_at_end: Checkpoint after the last round. None (the default) lets the
+            trainer choose: the GBDT trainers do. Honoured by the same trainers.
 
     Example:
         >>> CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="loss",
@@ -154,8 +208,21 @@ class CheckpointConfig:
     num_to_keep: int | None = None
     checkpoint_score_attribute: str | None = None
     checkpoint_score_order: Literal["max", "min"] = "max"
+    checkpoint_frequency: int = 0
+    checkpoint_at_end: bool | None = None
 
     def __post_init__(self) -> None:
+        _check_int(
+            "CheckpointConfig.checkpoint_frequency",
+            self.checkpoint_frequency,
+            minimum=0,
+            hint="checkpoint every n boosting rounds, or 0 for only at the end",
+        )
+        if self.checkpoint_at_end is not None and not isinstance(self.checkpoint_at_end, bool):
+            raise ValueError(
+                f"checkpoint_at_end must be True, False or None, got {self.checkpoint_at_end!r}. "
+                "HINT: None lets the trainer choose (the GBDT trainers checkpoint at the end)"
+            )
         if self.num_to_keep is not None:
             _check_int(
                 "CheckpointConfig.num_to_keep",

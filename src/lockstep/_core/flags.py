@@ -63,6 +63,12 @@ WORKER_START = Flag(
     "How local workers start: 'fork' (from the fork server, warm, when it is safe) or "
     "'spawn' (a fresh Python process every time, which re-imports everything).",
 )
+PIN_WORKERS = Flag(
+    "LOCKSTEP_PIN_WORKERS",
+    True,
+    "Whether local workers are each bound to CPUs of their own when all of them fit "
+    "(resources_per_worker CPUs each); 0 lets the kernel move them between all CPUs.",
+)
 CUDA_VISIBLE_DEVICES = Flag(
     "CUDA_VISIBLE_DEVICES",
     "",

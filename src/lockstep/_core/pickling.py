@@ -29,6 +29,35 @@ def dumps(obj: Any, what: str) -> bytes:
         ) from exc
 
 
+def check(obj: Any, what: str, *, left_out: tuple[type, ...] = ()) -> int:
+    """Raise as :func:`dumps` does if ``obj`` cannot be pickled; return how many instances
+    of ``left_out`` it holds.
+
+    Instances of ``left_out`` are known to pickle and costly to (in-memory tables): they are
+    counted, not pickled, so that checking is cheap.
+    """
+    import io
+
+    import cloudpickle
+
+    class _Counting(cloudpickle.CloudPickler):  # type: ignore[misc]
+        found = 0
+
+        def persistent_id(self, part: Any) -> str | None:
+            if isinstance(part, left_out):
+                self.found += 1
+                return "left out"
+            return None
+
+    pickler = _Counting(io.BytesIO())
+    try:
+        pickler.dump(obj)
+    except Exception:
+        dumps(obj, what)  # raises, naming the part that cannot be pickled
+        raise
+    return pickler.found
+
+
 def find_unpicklable(obj: Any, path: str, depth: int = 0) -> str:
     """A description of the innermost part of ``obj`` that cannot be pickled."""
     if depth < _MAX_DEPTH:

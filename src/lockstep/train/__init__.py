@@ -16,8 +16,9 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import Backend, BackendConfig
-from lockstep.train import collective
+from lockstep.train import collective, integrations
 from lockstep.train._legacy import Trainer
+from lockstep.train._predictor import BatchPredictor, Predictor
 from lockstep.train._session import get_checkpoint, get_context, get_dataset_shard, report
 from lockstep.train._trainer import DataParallelTrainer
 
@@ -27,11 +28,13 @@ __all__ = [
     "TRAIN_DATASET_KEY",
     "Backend",
     "BackendConfig",
+    "BatchPredictor",
     "Checkpoint",
     "CheckpointConfig",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "Predictor",
     "Result",
     "RunConfig",
     "RunContext",
@@ -45,5 +48,6 @@ __all__ = [
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "integrations",
     "report",
 ]

@@ -94,12 +94,13 @@ class DataParallelTrainer:
         self.metadata = _check_metadata(metadata)
         self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
         self._executor = choose_executor(self.scaling_config)
+        _check_storage_shared(self.run_config, self._executor)
         _check_ray_datasets(self.datasets, self._executor)
         warn_ray_only_options(self.scaling_config, self._executor)
         prepare_executor(self.scaling_config, self._executor)
         self._train_fn = _pickle_function(train_loop_per_worker, train_loop_config, takes_config)
         # Shards are sent to the workers: find out now if one cannot be pickled.
-        pickling.dumps(_local_datasets(self.datasets), "datasets")
+        _in_memory_tables(self.datasets)
 
     def fit(self, dataset: Any = None, preprocessor: Any = None) -> Result:
         """Run the training function on every worker until it returns; return the Result.
@@ -161,7 +162,9 @@ class DataParallelTrainer:
         """A trainer that continues the interrupted run in directory ``path``.
 
         The trainer's arguments are read back from the run; any given in ``overrides``
-        (``train_loop_per_worker``, ``datasets``, ...) replace them.
+        (``train_loop_per_worker``, ``datasets``, ...) replace them. Datasets of data in
+        memory (``from_pandas``, ``from_items``, ...) and Ray datasets are not saved with
+        the run, as in Ray: pass them again as ``datasets=``.
 
         Example:
             >>> import os, tempfile
@@ -186,6 +189,14 @@ class DataParallelTrainer:
                 "directory, storage_path/name, of a run that was started with fit()"
             )
         kwargs: dict[str, Any] = cloudpickle.loads(run_dir.read_bytes(storage.TRAINER_FILE))
+        unsaved = kwargs.pop(_UNSAVED_DATASETS, [])
+        missing = [n for n in unsaved if n not in (overrides.get("datasets") or {})]
+        if missing:
+            raise ValueError(
+                f"the run in {run_dir.uri!r} trained on datasets {missing} that are not saved "
+                "with it (data in memory and Ray datasets are not copied into the run "
+                "directory). HINT: pass them again: restore(path, datasets={...})"
+            )
         kwargs.update(overrides)
         parent, name = _split_run_path(run_dir)
         run_config = kwargs.get("run_config") or RunConfig()
@@ -248,11 +259,17 @@ class DataParallelTrainer:
     def _pickle_for_restore(self) -> bytes:
         kwargs = dict(self._init_kwargs)
         kwargs["run_config"] = self.run_config
-        if kwargs.get("datasets") and len(_local_datasets(kwargs["datasets"])) < len(
-            kwargs["datasets"]
-        ):
-            # Ray datasets live in the cluster: restore(path, datasets=...) must pass them again.
-            kwargs["datasets"] = None
+        datasets = dict(kwargs.get("datasets") or {})
+        # Ray datasets live in the cluster, and data in memory would be copied into every
+        # run's directory: restore(path, datasets=...) passes them again, as in Ray.
+        unsaved = sorted(
+            name
+            for name, ds in datasets.items()
+            if is_ray_dataset(ds) or _in_memory_tables({name: ds})
+        )
+        if unsaved:
+            kwargs["datasets"] = {k: v for k, v in datasets.items() if k not in unsaved}
+            kwargs[_UNSAVED_DATASETS] = unsaved
         return pickling.dumps(kwargs, "the trainer's arguments")
 
     def __repr__(self) -> str:
@@ -342,6 +359,14 @@ def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
     return preprocessor
 
 
+def _in_memory_tables(datasets: Mapping[str, Any]) -> int:
+    """How many in-memory tables the (non-Ray) datasets hold; a ValueError naming the part
+    that cannot be pickled if one cannot be sent to the workers."""
+    from lockstep.data._sources import TableSource
+
+    return pickling.check(_local_datasets(datasets), "datasets", left_out=(TableSource,))
+
+
 def _local_datasets(datasets: Mapping[str, Any]) -> dict[str, Any]:
     """The datasets that are not Ray datasets (those are passed to Ray's actors by Ray)."""
     return {k: v for k, v in datasets.items() if not is_ray_dataset(v)}
@@ -385,6 +410,21 @@ def _named(run_config: RunConfig) -> RunConfig:
     raw = run_config.storage_path or flags.DEFAULT_STORAGE_PATH.get()
     fs, path = storage.resolve(raw)
     return replace(run_config, name=name, storage_path=storage.display_uri(fs, path))
+
+
+_UNSAVED_DATASETS = "__unsaved_datasets__"  # in trainer.pkl: names restore must be given
+
+
+def _check_storage_shared(run_config: RunConfig, executor: str) -> None:
+    """memory:// lives in one process: workers in other processes would never see it."""
+    assert run_config.storage_path is not None
+    if executor != "inline" and os.fspath(run_config.storage_path).startswith("memory://"):
+        raise ValueError(
+            f"storage_path {run_config.storage_path!r} is in this process's memory, which "
+            f"workers in other processes cannot see (executor {executor!r}). HINT: use a "
+            "local path or shared storage (an NFS mount, s3://, gs://); memory:// works only "
+            "with ScalingConfig(num_workers=0)"
+        )
 
 
 def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:

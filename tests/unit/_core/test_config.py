@@ -66,6 +66,46 @@ class TestScalingConfig:
         with pytest.raises(AttributeError):
             ScalingConfig().num_workers = 3  # type: ignore[misc]
 
+    def test_coerce_accepts_the_older_actor_keys(self):
+        config = ScalingConfig.coerce({"num_actors": 2, "cpus_per_actor": 2, "gpus_per_actor": 0})
+        assert config == ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2})
+        assert (config.num_cpus_per_worker, config.use_gpu) == (2.0, False)
+
+    def test_gpus_per_actor_means_use_gpu(self):
+        config = ScalingConfig.coerce({"num_actors": 1, "gpus_per_actor": 0.5})
+        assert config.use_gpu and config.num_gpus_per_worker == 0.5
+
+    def test_resources_per_actor_and_cpus_per_actor_merge(self):
+        config = ScalingConfig.coerce(
+            {"num_actors": 3, "resources_per_actor": {"memory": 10}, "cpus_per_actor": 4}
+        )
+        assert config.num_workers == 3
+        assert config.resources_per_worker == {"memory": 10, "CPU": 4}
+
+    def test_cpus_per_actor_alongside_the_new_keys(self):
+        config = ScalingConfig.coerce({"num_workers": 2, "cpus_per_actor": 3})
+        assert (config.num_workers, config.num_cpus_per_worker) == (2, 3.0)
+
+    @pytest.mark.parametrize(
+        ("value", "both"),
+        [
+            ({"num_actors": 2, "num_workers": 2}, "'num_actors' and 'num_workers'"),
+            (
+                {"resources_per_actor": {"CPU": 1}, "resources_per_worker": {"CPU": 1}},
+                "'resources_per_actor' and 'resources_per_worker'",
+            ),
+        ],
+    )
+    def test_an_older_key_and_its_new_name_together(self, value, both):
+        with pytest.raises(ValueError, match=f"both {both}.*HINT"):
+            ScalingConfig.coerce(value)
+
+    def test_older_keys_are_still_validated(self):
+        with pytest.raises(ValueError, match="num_workers must be >= 0"):
+            ScalingConfig.coerce({"num_actors": -1})
+        with pytest.raises(ValueError, match=r"resources_per_worker\['CPU'\]"):
+            ScalingConfig.coerce({"cpus_per_actor": -2})
+
 
 class TestCheckpointConfig:
     def test_unknown_score_order(self):
@@ -80,6 +120,21 @@ class TestCheckpointConfig:
     def test_empty_score_attribute(self):
         with pytest.raises(ValueError, match="metric name"):
             CheckpointConfig(checkpoint_score_attribute="")
+
+    def test_frequency_and_at_end_defaults(self):
+        config = CheckpointConfig()
+        assert (config.checkpoint_frequency, config.checkpoint_at_end) == (0, None)
+        config = CheckpointConfig(checkpoint_frequency=5, checkpoint_at_end=False)
+        assert (config.checkpoint_frequency, config.checkpoint_at_end) == (5, False)
+
+    @pytest.mark.parametrize("bad", [-1, 2.5, "5", True])
+    def test_frequency_must_be_a_non_negative_int(self, bad):
+        with pytest.raises(ValueError, match=r"checkpoint_frequency.*HINT"):
+            CheckpointConfig(checkpoint_frequency=bad)
+
+    def test_at_end_must_be_a_bool_or_none(self):
+        with pytest.raises(ValueError, match="checkpoint_at_end must be True, False or None"):
+            CheckpointConfig(checkpoint_at_end="yes")  # type: ignore[arg-type]
 
 
 class TestFailureConfig:

@@ -29,6 +29,7 @@ class WorkerStart:
         score_attribute: ``CheckpointConfig.checkpoint_score_attribute``, checked at report.
         datasets: This worker's dataset shards by name.
         sys_path: The driver's ``sys.path``, so that the function's modules import.
+        cpus: The CPUs the training function's threads are bound to, or None.
     """
 
     context: TrainContext
@@ -40,6 +41,7 @@ class WorkerStart:
     score_attribute: str | None
     datasets: dict[str, Any] = field(default_factory=dict)
     sys_path: tuple[str, ...] = ()
+    cpus: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

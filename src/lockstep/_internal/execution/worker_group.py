@@ -12,6 +12,7 @@ checkpoint waits until the controller has committed it, and every worker's
 from __future__ import annotations
 
 import abc
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -197,9 +198,22 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._send(self._conns[rank], reply)
 
     def _send_starts(self, conns: dict[int, Connection], starts: dict[int, WorkerStart]) -> None:
-        for rank, conn in conns.items():
-            # A worker that died while starting shows up in poll(), with its exit code.
-            self._send(conn, starts[rank])
+        # A worker that died while starting shows up in poll(), with its exit code. The
+        # starts carry each worker's data shards: pickling one while another worker reads
+        # its own (both release the GIL) starts them sooner than one after the other.
+        senders = [
+            threading.Thread(
+                target=self._send_start, args=(conn, starts[rank]), name="lockstep-start"
+            )
+            for rank, conn in conns.items()
+        ]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join()
+
+    def _send_start(self, conn: Connection, start: WorkerStart) -> None:
+        self._send(conn, start)
 
     @staticmethod
     def _send(conn: Connection, message: object) -> None:

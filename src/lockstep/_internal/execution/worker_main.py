@@ -43,6 +43,7 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
     try:
         _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
+        _bind_to(start.cpus)
         value = _run_function(start.train_fn)
         payload = _pickle_return_value(value, start.context.world_rank)
         session.close()
@@ -74,6 +75,16 @@ def _check_run_dir_visible(start: WorkerStart) -> None:
             "storage_path on storage every worker shares (a local path on one machine, an "
             "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
         )
+
+
+def _bind_to(cpus: tuple[int, ...] | None) -> None:
+    """Bind this thread, and so every thread it starts from now on, to ``cpus``.
+
+    After the backend's setup: threads it started (a collective's tracker) stay free to
+    run on any CPU, so they never wait behind the training function's threads.
+    """
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
 
 
 def _run_function(train_fn: bytes) -> Any:

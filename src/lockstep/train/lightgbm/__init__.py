@@ -1,0 +1,21 @@
+"""LightGBM on lockstep: LightGBMTrainer, its report callback, network params, predictor.
+
+The same names as ``ray.train.lightgbm``.
+"""
+
+from lockstep._internal.backends.lightgbm import LightGBMConfig
+from lockstep.train.lightgbm._callback import RayTrainReportCallback
+from lockstep.train.lightgbm._network import get_network_params
+from lockstep.train.lightgbm._predictor import LightGBMPredictor
+from lockstep.train.lightgbm._trainer import LightGBMTrainer
+
+ReportCallback = RayTrainReportCallback
+
+__all__ = [
+    "LightGBMConfig",
+    "LightGBMPredictor",
+    "LightGBMTrainer",
+    "RayTrainReportCallback",
+    "ReportCallback",
+    "get_network_params",
+]

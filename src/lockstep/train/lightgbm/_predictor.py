@@ -1,0 +1,82 @@
+"""LightGBMPredictor: a LightGBM booster and its preprocessor, predicting on batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep.train._predictor import Predictor, prediction_frame, select_features
+from lockstep.train.lightgbm._callback import RayTrainReportCallback
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class LightGBMPredictor(Predictor):
+    """Predicts with a LightGBM booster, after the preprocessor saved with it.
+
+    Args:
+        model: The ``lightgbm.Booster``.
+        preprocessor: Applied to every batch first.
+
+    Example:
+        >>> import numpy as np, pandas as pd, lightgbm
+        >>> frame = pd.DataFrame({"x": np.arange(40.0), "y": np.arange(40) >= 20})
+        >>> data = lightgbm.Dataset(frame[["x"]], label=frame["y"])
+        >>> params = {"objective": "binary", "min_data_in_leaf": 2, "min_data_in_bin": 1,
+        ...           "verbose": -1}
+        >>> booster = lightgbm.train(params, data, 5)
+        >>> predicted = LightGBMPredictor(booster).predict(frame)  # "y" is left out
+        >>> (predicted["predictions"] > 0.5).tolist() == frame["y"].tolist()
+        True
+    """
+
+    def __init__(self, model: Any, preprocessor: Any = None) -> None:
+        super().__init__(preprocessor)
+        self.model = model
+
+    @classmethod
+    def from_checkpoint(
+        cls, checkpoint: Checkpoint, filename: str = RayTrainReportCallback.CHECKPOINT_NAME
+    ) -> LightGBMPredictor:
+        """The booster saved in ``checkpoint`` (as ``filename``), with its preprocessor.
+
+        Example:
+            >>> import os, tempfile, numpy as np, lightgbm
+            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
+            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 4)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     _ = booster.save_model(os.path.join(d, "model.txt"))
+            ...     LightGBMPredictor.from_checkpoint(Checkpoint(d)).model.current_iteration()
+            4
+        """
+        model = RayTrainReportCallback.get_model(checkpoint, filename)
+        return cls(model, preprocessor=checkpoint.get_preprocessor())
+
+    def _predict_pandas(
+        self,
+        data: pd.DataFrame,
+        feature_columns: Sequence[str] | None = None,
+        **predict_kwargs: Any,
+    ) -> pd.DataFrame:
+        names = list(feature_columns or _feature_names(self.model, data))
+        features = select_features(data, names, "booster")
+        return prediction_frame(self.model.predict(features, **predict_kwargs), data.index)
+
+
+def _feature_names(model: Any, data: pd.DataFrame) -> list[str]:
+    """The booster's features as columns of ``data``.
+
+    LightGBM writes spaces in feature names as underscores, so a column "mean radius" was
+    feature "mean_radius".
+    """
+    names = list(model.feature_name())
+    if all(n in data.columns for n in names):
+        return names
+    by_saved_name = {str(c).replace(" ", "_"): c for c in data.columns}
+    if all(n in by_saved_name for n in names):
+        return [by_saved_name[n] for n in names]
+    if len(names) == len(data.columns) and all(n.startswith("Column_") for n in names):
+        return list(data.columns)  # trained on unnamed columns (a numpy array)
+    return names

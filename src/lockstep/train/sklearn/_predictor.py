@@ -1,0 +1,60 @@
+"""SklearnPredictor: a fitted scikit-learn estimator and its preprocessor, on batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep.train._predictor import Predictor, prediction_frame, select_features
+from lockstep.train.sklearn._trainer import SklearnTrainer
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class SklearnPredictor(Predictor):
+    """Predicts with a fitted scikit-learn estimator, after the preprocessor saved with it.
+
+    Args:
+        estimator: The fitted estimator.
+        preprocessor: Applied to every batch first.
+
+    Example:
+        >>> import pandas as pd
+        >>> from sklearn.tree import DecisionTreeClassifier
+        >>> frame = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0, 0, 1, 1]})
+        >>> tree = DecisionTreeClassifier().fit(frame[["x"]], frame["y"])
+        >>> SklearnPredictor(tree).predict(frame)["predictions"].tolist()  # "y" left out
+        [0, 0, 1, 1]
+    """
+
+    def __init__(self, estimator: Any, preprocessor: Any = None) -> None:
+        super().__init__(preprocessor)
+        self.estimator = estimator
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint) -> SklearnPredictor:
+        """The estimator saved in ``checkpoint`` by SklearnTrainer, with its preprocessor.
+
+        Example:
+            >>> import os, tempfile, cloudpickle
+            >>> from sklearn.dummy import DummyRegressor
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     with open(os.path.join(d, "model.pkl"), "wb") as f:
+            ...         cloudpickle.dump(DummyRegressor().fit([[0], [1]], [2, 4]), f)
+            ...     SklearnPredictor.from_checkpoint(Checkpoint(d)).estimator.predict([[9]])
+            array([3.])
+        """
+        estimator = SklearnTrainer.get_model(checkpoint)
+        return cls(estimator, preprocessor=checkpoint.get_preprocessor())
+
+    def _predict_pandas(
+        self,
+        data: pd.DataFrame,
+        feature_columns: Sequence[str] | None = None,
+        **predict_kwargs: Any,
+    ) -> pd.DataFrame:
+        names = feature_columns or getattr(self.estimator, "feature_names_in_", None)
+        features = select_features(data, list(names) if names is not None else None, "model")
+        return prediction_frame(self.estimator.predict(features, **predict_kwargs), data.index)

@@ -1,0 +1,317 @@
+"""SklearnTrainer: a scikit-learn estimator fitted in one worker, scored and checkpointed."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep.train._gbdt import TRAIN, columns_of, load_model_file, shard_frame, worker_threads
+from lockstep.train._session import report
+from lockstep.train._trainer import DataParallelTrainer, _pickle_function
+
+MODEL_FILE = "model.pkl"
+_SCORING_TYPES = (str, list, tuple, dict)
+
+
+class SklearnTrainer(DataParallelTrainer):
+    """Fits a scikit-learn estimator on the ``"train"`` dataset, in one worker.
+
+    scikit-learn is not distributed, so the trainer runs one worker (``num_workers=0``
+    fits in this process), which reads the whole ``"train"`` dataset. It reports
+    ``fit_time``, the scores on every dataset (``train_<scorer>``, ``valid_<scorer>``:
+    ``"score"`` is the estimator's own score), and with ``cv`` the cross-validation
+    results on ``"train"`` (``cv_<scorer>_mean``/``_std``, ``cv_fit_time_mean``, ...),
+    with the fitted estimator as ``model.pkl`` in the checkpoint.
+
+    Args:
+        estimator: An unfitted scikit-learn estimator (it is cloned, never changed).
+        datasets: Datasets by name; ``"train"`` is fitted on, every one is scored.
+        label_column: The column to predict; None for unsupervised estimators.
+        params: Estimator parameters to set (``set_params``) before fitting.
+        scoring: As scikit-learn takes it: a scorer name, a list of them, a dict of name
+            to scorer, a callable, or None for the estimator's ``score``.
+        cv: Cross-validate on ``"train"``: a number of folds or a splitter.
+        return_train_score_cv: Also report the cross-validation train scores.
+        parallelize_cv: Run the folds in parallel over the worker's CPUs (``joblib``)
+            instead of giving them to the estimator's ``n_jobs``. None decides by
+            whether the estimator has an ``n_jobs`` parameter.
+        set_estimator_cpus: Set the estimator's ``n_jobs`` parameters (left at None) to
+            the worker's CPUs.
+        scaling_config: Resources of the worker (``resources_per_worker={"CPU": 4}``).
+        run_config: Name, storage, failure handling, callbacks.
+        dataset_config: Which datasets are split (irrelevant with one worker).
+        preprocessor: Fitted on ``"train"``, applied to every dataset, saved in the
+            checkpoint (and applied again by ``SklearnPredictor``).
+        metadata: JSON data available as ``get_context().get_metadata()``.
+        **fit_params: Extra arguments of ``estimator.fit``.
+
+    Example:
+        >>> import tempfile
+        >>> import lockstep.data as ld
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from lockstep.train import RunConfig
+        >>> rows = [{"x": float(i), "y": int(i >= 10)} for i in range(20)]
+        >>> rows = rows[::2] + rows[1::2]  # each of the 2 folds has both classes
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     result = SklearnTrainer(
+        ...         estimator=LogisticRegression(), datasets={"train": ld.from_items(rows)},
+        ...         label_column="y", scoring="accuracy", cv=2,
+        ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit()
+        ...     model = SklearnTrainer.get_model(result.checkpoint)
+        >>> result.metrics["train_accuracy"], result.metrics["cv_accuracy_mean"]
+        (1.0, 1.0)
+        >>> type(model).__name__
+        'LogisticRegression'
+    """
+
+    def __init__(
+        self,
+        *,
+        estimator: Any,
+        datasets: Mapping[str, Any] | None = None,
+        label_column: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        scoring: Any = None,
+        cv: Any = None,
+        return_train_score_cv: bool = False,
+        parallelize_cv: bool | None = None,
+        set_estimator_cpus: bool = True,
+        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+        dataset_config: DataConfig | None = None,
+        preprocessor: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        **fit_params: Any,
+    ) -> None:
+        restore_kwargs = {
+            k: v for k, v in locals().items() if k not in ("self", "__class__", "fit_params")
+        }
+        restore_kwargs.update(fit_params)
+        self._config = {
+            "estimator": _check_estimator(estimator),
+            "label_column": _check_label(label_column),
+            "params": _check_params(params),
+            "scoring": _check_scoring(scoring),
+            "cv": _check_cv(cv),
+            "return_train_score_cv": bool(return_train_score_cv),
+            "parallelize_cv": parallelize_cv,
+            "set_estimator_cpus": bool(set_estimator_cpus),
+            "fit_params": dict(fit_params),
+        }
+        scaling = _one_worker(ScalingConfig.coerce(scaling_config))
+        if datasets:
+            _check_datasets(datasets, label_column)
+        super().__init__(
+            _train_loop,
+            train_loop_config={},
+            scaling_config=scaling,
+            run_config=run_config,
+            datasets=datasets,
+            dataset_config=dataset_config,
+            metadata=metadata,
+            preprocessor=preprocessor,
+        )
+        self._init_kwargs = restore_kwargs
+
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint) -> Any:
+        """The fitted estimator saved in ``checkpoint``.
+
+        Example:
+            >>> import os, tempfile, cloudpickle
+            >>> from sklearn.dummy import DummyClassifier
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     with open(os.path.join(d, "model.pkl"), "wb") as f:
+            ...         cloudpickle.dump(DummyClassifier().fit([[0]], [1]), f)
+            ...     SklearnTrainer.get_model(Checkpoint(d)).predict([[5]]).tolist()
+            [1]
+        """
+
+        def load(path: str) -> Any:
+            with open(path, "rb") as f:
+                return cloudpickle.load(f)
+
+        return load_model_file(checkpoint, MODEL_FILE, load, "estimator")
+
+    def _controller(self) -> Any:
+        # The datasets may have been given only now, to fit(): check them, and tell the
+        # loop their names and the worker's CPUs.
+        _check_datasets(self.datasets, self._config["label_column"])
+        config = {
+            **self._config,
+            "datasets": sorted(self.datasets),
+            "num_cpus": worker_threads(self.scaling_config),
+        }
+        self._train_fn = _pickle_function(_train_loop, config, True)
+        return super()._controller()
+
+
+def _train_loop(config: dict[str, Any]) -> None:
+    """Fit, score, cross-validate and checkpoint, in the one worker."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    # scikit-learn sizes its OpenMP and BLAS pools from the runtime's defaults, which a
+    # worker forked from the driver inherited from it: a fork must not use the driver's
+    # OpenMP pool, and a worker uses the CPUs it was given, not the machine's.
+    with threadpool_limits(limits=config["num_cpus"]):
+        _fit_score_report(config)
+
+
+def _fit_score_report(config: dict[str, Any]) -> None:
+    data = {name: _features(name, config["label_column"]) for name in config["datasets"]}
+    estimator = _prepared(config)
+    x_train, y_train = data[TRAIN]
+    start = time.perf_counter()
+    estimator.fit(x_train, y_train, **config["fit_params"])
+    metrics: dict[str, Any] = {"fit_time": time.perf_counter() - start}
+    for name, (x, y) in data.items():
+        metrics.update(_scores(estimator, config["scoring"], x, y, prefix=name))
+    if config["cv"] is not None:
+        metrics.update(_cross_validate(config, x_train, y_train))
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, MODEL_FILE), "wb") as f:
+            cloudpickle.dump(estimator, f)
+        report(metrics, checkpoint=Checkpoint.from_directory(tmp))
+
+
+def _features(name: str, label_column: str | None) -> tuple[Any, Any]:
+    frame = shard_frame(name, label_column)
+    if label_column is None:
+        return frame, None
+    return frame.drop(columns=[label_column]), frame[label_column]
+
+
+def _prepared(config: dict[str, Any]) -> Any:
+    """A fresh copy of the estimator with the params and CPUs set."""
+    from sklearn.base import clone
+
+    estimator = clone(config["estimator"]).set_params(**config["params"])
+    if config["set_estimator_cpus"] and not _cv_in_parallel(config, estimator):
+        params = estimator.get_params()
+        cpus = config["num_cpus"]
+        estimator.set_params(
+            **{k: cpus for k, v in params.items() if k.endswith("n_jobs") and v is None}
+        )
+    return estimator
+
+
+def _cv_in_parallel(config: dict[str, Any], estimator: Any) -> bool:
+    if config["cv"] is None or config["num_cpus"] <= 1:
+        return False
+    if config["parallelize_cv"] is not None:
+        return bool(config["parallelize_cv"])
+    return not any(k.endswith("n_jobs") for k in estimator.get_params())
+
+
+def _scores(estimator: Any, scoring: Any, x: Any, y: Any, *, prefix: str) -> dict[str, float]:
+    from sklearn.metrics import check_scoring
+
+    scores = check_scoring(estimator, scoring=scoring)(estimator, x, y)
+    if not isinstance(scores, dict):
+        scores = {scoring if isinstance(scoring, str) else "score": scores}
+    return {f"{prefix}_{name}": float(value) for name, value in scores.items()}
+
+
+def _cross_validate(config: dict[str, Any], x: Any, y: Any) -> dict[str, float]:
+    from sklearn.model_selection import cross_validate
+
+    estimator = _prepared(config)
+    parallel = _cv_in_parallel(config, estimator)
+    results = cross_validate(
+        estimator,
+        x,
+        y,
+        cv=config["cv"],
+        scoring=config["scoring"],
+        n_jobs=config["num_cpus"] if parallel else None,
+        return_train_score=config["return_train_score_cv"],
+        params=config["fit_params"] or None,
+    )
+    single = config["scoring"] if isinstance(config["scoring"], str) else "score"
+    renamed = {"test_score": single, "train_score": f"train_{single}"}
+    metrics = {}
+    for key, values in results.items():
+        name = renamed.get(key, key.removeprefix("test_"))
+        metrics[f"cv_{name}_mean"] = float(np.mean(values))
+        metrics[f"cv_{name}_std"] = float(np.std(values))
+    return metrics
+
+
+# -- checks, at construction --------------------------------------------------------------
+
+
+def _check_estimator(estimator: Any) -> Any:
+    if isinstance(estimator, type) or not callable(getattr(estimator, "fit", None)):
+        raise ValueError(
+            f"estimator must be a scikit-learn estimator instance, got {estimator!r}. "
+            "HINT: SklearnTrainer(estimator=RandomForestClassifier(), ...)"
+        )
+    return estimator
+
+
+def _check_label(label_column: str | None) -> str | None:
+    if label_column is not None and (not isinstance(label_column, str) or not label_column):
+        raise ValueError(
+            f"label_column must be a column name or None, got {label_column!r}. "
+            "HINT: label_column='target'"
+        )
+    return label_column
+
+
+def _check_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(
+            f"params must be a dict of estimator parameters, got {type(params).__name__}. "
+            "HINT: params={'max_depth': 4}"
+        )
+    return dict(params or {})
+
+
+def _check_scoring(scoring: Any) -> Any:
+    if scoring is None or callable(scoring) or isinstance(scoring, _SCORING_TYPES):
+        return list(scoring) if isinstance(scoring, tuple) else scoring
+    raise ValueError(
+        f"scoring must be a scorer name, a list or dict of them, or a callable, got "
+        f"{scoring!r}. HINT: scoring='accuracy' or scoring=['accuracy', 'f1']"
+    )
+
+
+def _check_cv(cv: Any) -> Any:
+    if isinstance(cv, bool) or (isinstance(cv, int) and cv < 2):
+        raise ValueError(f"cv must be a number of folds >= 2 or a splitter, got {cv!r}")
+    return cv
+
+
+def _one_worker(scaling: ScalingConfig) -> ScalingConfig:
+    if scaling.num_workers > 1:
+        raise ValueError(
+            f"SklearnTrainer fits in one worker (scikit-learn is not distributed), but "
+            f"num_workers={scaling.num_workers}. HINT: num_workers=1, and give the worker "
+            "more CPUs with resources_per_worker={'CPU': n}"
+        )
+    return scaling
+
+
+def _check_datasets(datasets: Mapping[str, Any], label_column: str | None) -> None:
+    if TRAIN not in datasets:
+        raise ValueError(
+            f"SklearnTrainer fits on datasets['train'], but the datasets given are "
+            f"{sorted(datasets) or 'none'}. HINT: pass datasets={{'train': ds, ...}}"
+        )
+    if label_column is None:
+        return
+    for name, dataset in datasets.items():
+        columns = columns_of(dataset)
+        if columns is not None and label_column not in columns:
+            raise ValueError(
+                f"label_column {label_column!r} is not a column of datasets[{name!r}]; its "
+                f"columns are {columns}. HINT: pass the name of the column to predict"
+            )

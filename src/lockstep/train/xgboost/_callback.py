@@ -1,0 +1,115 @@
+"""The xgboost callback that reports each round's metrics and checkpoints the booster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import xgboost
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep.train._gbdt import ReportPolicy, load_model_file
+
+
+class RayTrainReportCallback(xgboost.callback.TrainingCallback):
+    """Reports every round's evaluation metrics, and checkpoints the booster.
+
+    Pass it to ``xgboost.train(..., callbacks=[RayTrainReportCallback()])`` in a training
+    function. Each round every worker reports the same metrics (xgboost computes them over
+    every worker's data), flattened as ``"<eval set>-<metric>"``: ``"train-logloss"``,
+    ``"valid-error"``. Rank 0 attaches the booster as ``filename`` every ``frequency``
+    rounds and after the last one.
+
+    Args:
+        metrics: Which metrics to report: a name, a list of names, or a dict of reported
+            name to metric name. None reports all.
+        filename: The booster's file name in the checkpoint (``.ubj`` or ``.json``).
+        frequency: Checkpoint every this many rounds (counted in the booster, so a resumed
+            run keeps the cadence); 0 only at the end.
+        checkpoint_at_end: Checkpoint after training unless the last round already was.
+        results_postprocessing_fn: A function of the metrics dict returning the dict to
+            report.
+
+    Example:
+        >>> import tempfile, numpy as np, xgboost
+        >>> from lockstep.train import RunConfig
+        >>> from lockstep.train.xgboost import XGBoostTrainer
+        >>> def train_func():
+        ...     x = np.arange(20.0).reshape(10, 2)
+        ...     data = xgboost.DMatrix(x, label=x[:, 0] > 8)
+        ...     xgboost.train({"objective": "binary:logistic"}, data, num_boost_round=3,
+        ...                   evals=[(data, "train")], verbose_eval=False,
+        ...                   callbacks=[RayTrainReportCallback(metrics="train-logloss")])
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     result = XGBoostTrainer(
+        ...         train_func, run_config=RunConfig(storage_path=storage, verbose=0)).fit()
+        ...     booster = RayTrainReportCallback.get_model(result.checkpoint)
+        >>> sorted(result.metrics), booster.num_boosted_rounds()
+        (['train-logloss'], 3)
+    """
+
+    CHECKPOINT_NAME = "model.ubj"
+
+    def __init__(
+        self,
+        metrics: str | list[str] | dict[str, str] | None = None,
+        filename: str = CHECKPOINT_NAME,
+        frequency: int = 0,
+        checkpoint_at_end: bool = True,
+        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._policy = ReportPolicy(
+            metrics=metrics,
+            filename=filename,
+            frequency=frequency,
+            checkpoint_at_end=checkpoint_at_end,
+            results_postprocessing_fn=results_postprocessing_fn,
+        )
+        # The classic trainer knows the last round, so its final checkpoint goes with that
+        # round's report instead of a report of its own after training.
+        self._final_round: int | None = None
+
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint, filename: str = CHECKPOINT_NAME) -> xgboost.Booster:
+        """The booster saved in ``checkpoint``.
+
+        Example:
+            >>> import os, tempfile, numpy as np, xgboost
+            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 2)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     booster.save_model(os.path.join(d, "model.ubj"))
+            ...     RayTrainReportCallback.get_model(Checkpoint(d)).num_boosted_rounds()
+            2
+        """
+        booster = xgboost.Booster()
+        load_model_file(checkpoint, filename, booster.load_model, "booster")
+        return booster
+
+    def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
+        """Report this round's metrics, with the booster when a checkpoint is due."""
+        policy = self._policy
+        metrics = policy.select(flatten(evals_log))
+        rounds = model.num_boosted_rounds()
+        final = rounds == self._final_round and policy.checkpoint_at_end
+        save = model.save_model if policy.due(rounds) or final else None
+        policy.report(metrics, rounds, save)
+        return False
+
+    def after_training(self, model: Any) -> Any:
+        """Checkpoint the final booster unless the last round already did."""
+        policy = self._policy
+        rounds = model.num_boosted_rounds()
+        if policy.checkpoint_at_end and policy.checkpointed_rounds != rounds:
+            policy.report(policy.last_metrics, rounds, model.save_model)
+        return model
+
+
+def flatten(evals_log: dict[str, Any]) -> dict[str, float]:
+    """``{"train": {"logloss": [...]}}`` as ``{"train-logloss": last value}``."""
+    flat = {}
+    for data, metrics in evals_log.items():
+        for name, values in metrics.items():
+            last = values[-1]
+            flat[f"{data}-{name}"] = float(last[0] if isinstance(last, tuple) else last)
+    return flat

@@ -1,0 +1,176 @@
+"""LightGBMTrainer on 2 real workers: one model trained over both shards, both forms,
+resuming, metrics combined across workers, and prediction from the checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import lightgbm
+import numpy as np
+import pytest
+
+import lockstep.data as ld
+from lockstep import train
+from lockstep.data.preprocessors import StandardScaler
+from lockstep.train import BatchPredictor, CheckpointConfig, DataConfig, RunConfig, ScalingConfig
+from lockstep.train.lightgbm import (
+    LightGBMPredictor,
+    LightGBMTrainer,
+    RayTrainReportCallback,
+    get_network_params,
+)
+from tests.integration.gbdt_data import NUM_TRAIN, EveryRank, accuracy, breast_cancer, datasets
+
+PARAMS = {"objective": "binary", "metric": ["binary_logloss", "binary_error"], "verbose": -1}
+TWO = ScalingConfig(num_workers=2)
+
+
+def run(tmp_path, name="run", **kwargs):
+    return RunConfig(name=name, storage_path=str(tmp_path / "runs"), verbose=0, **kwargs)
+
+
+def classic(tmp_path, **kwargs):
+    defaults = {
+        "datasets": datasets(),
+        "label_column": "target",
+        "params": PARAMS,
+        "scaling_config": TWO,
+        "run_config": run(tmp_path),
+    }
+    return LightGBMTrainer(**{**defaults, **kwargs})
+
+
+def test_breast_cancer_on_two_workers(tmp_path):
+    ranks = EveryRank()
+    config = run(
+        tmp_path, checkpoint_config=CheckpointConfig(checkpoint_frequency=4), callbacks=[ranks]
+    )
+    result = classic(tmp_path, num_boost_round=10, run_config=config).fit()
+
+    assert result.metrics["valid-binary_error"] < 0.1
+    assert set(result.metrics) == {
+        "train-binary_logloss",
+        "train-binary_error",
+        "valid-binary_logloss",
+        "valid-binary_error",
+    }
+    frame = result.metrics_dataframe
+    assert len(frame) == 10 and frame["train-binary_logloss"].is_monotonic_decreasing
+    assert frame["checkpoint_dir_name"].notna().tolist() == [i in (4, 8, 10) for i in range(1, 11)]
+    # each worker evaluates its own rows; the callback reports the same values everywhere
+    assert all(rank0 == rank1 for rank0, rank1 in ranks.steps)
+    booster = LightGBMTrainer.get_model(result.checkpoint)
+    assert booster.current_iteration() == 10
+
+    _, valid_frame = breast_cancer()
+    predicted = BatchPredictor.from_checkpoint(result.checkpoint, LightGBMPredictor).predict(
+        ld.from_pandas(valid_frame.drop(columns=["target"]))
+    )
+    assert accuracy(predicted.to_pandas()["predictions"], valid_frame["target"]) > 0.9
+
+
+def test_combined_metrics_are_those_of_all_the_rows(tmp_path):
+    result = classic(tmp_path, num_boost_round=5).fit()
+    booster = LightGBMTrainer.get_model(result.checkpoint)
+    train_frame, valid_frame = breast_cancer()
+    for name, frame in (("train", train_frame), ("valid", valid_frame)):
+        shards = frame.iloc[: 2 * (len(frame) // 2)]  # the rows the 2 equal shards hold
+        predicted = booster.predict(shards.drop(columns=["target"]))
+        error = float(((predicted > 0.5) != shards["target"].to_numpy()).mean())
+        assert result.metrics[f"{name}-binary_error"] == pytest.approx(error)
+
+
+def test_the_function_form_trains_one_model_over_both_shards(tmp_path):
+    def train_func():
+        frame = train.get_dataset_shard("train").materialize().to_pandas()
+        data = lightgbm.Dataset(frame.drop(columns=["target"]), label=frame["target"])
+        params = {
+            **PARAMS,
+            **get_network_params(),
+            "tree_learner": "data",
+            "pre_partition": True,
+        }
+        booster = lightgbm.train(
+            params,
+            data,
+            num_boost_round=4,
+            valid_sets=[data],
+            valid_names=["train"],
+            callbacks=[RayTrainReportCallback(metrics="train-binary_error")],
+        )
+        trees = json.dumps(booster.dump_model()["tree_info"])  # not the per-worker params
+        train.report({"model": hashlib.sha256(trees.encode()).hexdigest()})
+        return len(frame)
+
+    ranks = EveryRank()
+    result = LightGBMTrainer(
+        train_func,
+        datasets={"train": datasets()["train"]},
+        scaling_config=TWO,
+        run_config=run(tmp_path, callbacks=[ranks]),
+    ).fit()
+    assert result.return_value == NUM_TRAIN // 2
+    # one model, the same on both workers (each alone on its shard would differ)
+    rank0, rank1 = ranks.steps[-1]
+    assert rank0["model"] == rank1["model"]
+    assert [set(step[0]) for step in ranks.steps[:4]] == [{"train-binary_error"}] * 4
+    assert LightGBMTrainer.get_model(result.checkpoint).current_iteration() == 4
+
+
+def test_get_network_params_gives_every_worker_the_machine_list(tmp_path):
+    ranks = EveryRank()
+    LightGBMTrainer(
+        lambda: train.report(get_network_params()),
+        scaling_config=TWO,
+        run_config=run(tmp_path, callbacks=[ranks]),
+    ).fit()
+    ((rank0, rank1),) = ranks.steps
+    assert rank0["machines"] == rank1["machines"]
+    machines = rank0["machines"].split(",")
+    ports = [rank0["local_listen_port"], rank1["local_listen_port"]]
+    assert machines == [f"127.0.0.1:{port}" for port in ports]
+    assert rank0["num_machines"] == rank1["num_machines"] == 2
+
+
+def test_get_network_params_outside_a_worker_warns():
+    with pytest.warns(UserWarning, match="outside one there is no network"):
+        assert get_network_params() == {}
+
+
+def test_each_worker_builds_its_dataset_from_its_shard_only(tmp_path):
+    controller = classic(tmp_path, num_boost_round=2)._controller()
+    controller.run()
+    half_valid = (569 - NUM_TRAIN) // 2
+    assert controller.return_values() == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+    whole_valid = classic(
+        tmp_path, num_boost_round=2, dataset_config=DataConfig(datasets_to_split=["train"])
+    ).fit()
+    assert whole_valid.return_value == {"train": NUM_TRAIN // 2, "valid": 569 - NUM_TRAIN}
+
+
+def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
+    first = classic(tmp_path, num_boost_round=3, run_config=run(tmp_path, "first")).fit()
+    resumed = classic(
+        tmp_path,
+        num_boost_round=5,
+        resume_from_checkpoint=first.checkpoint,
+        run_config=run(tmp_path, "second"),
+    ).fit()
+    assert len(resumed.metrics_dataframe) == 2
+    booster = LightGBMTrainer.get_model(resumed.checkpoint)
+    assert booster.current_iteration() == 5
+    before = LightGBMTrainer.get_model(first.checkpoint).dump_model()["tree_info"]
+    assert booster.dump_model()["tree_info"][:3] == before
+
+
+def test_preprocessor_is_applied_at_training_and_at_prediction(tmp_path):
+    _, valid_frame = breast_cancer()
+    features = [c for c in valid_frame.columns if c != "target"]
+    result = classic(tmp_path, num_boost_round=10, preprocessor=StandardScaler(features)).fit()
+    predictor = LightGBMPredictor.from_checkpoint(result.checkpoint)
+    raw = valid_frame.drop(columns=["target"])
+    predicted = predictor.predict(raw)["predictions"].to_numpy()
+    scaled = predictor.get_preprocessor().transform_batch(raw)
+    np.testing.assert_allclose(predicted, predictor.model.predict(scaled))
+    assert accuracy(predictor.predict(raw)["predictions"], valid_frame["target"]) > 0.9

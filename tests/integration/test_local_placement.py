@@ -1,0 +1,96 @@
+"""Local worker processes: each bound to CPUs of its own when they all fit, and given its
+shard of in-memory data through shared memory."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lockstep.data as ld
+from lockstep import train
+from lockstep.train import DataParallelTrainer, ScalingConfig
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def affinity():
+    return sorted(os.sched_getaffinity(0))
+
+
+def shm_tables():
+    return set(glob.glob("/dev/shm/lockstep-table-*"))
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="binding 2 workers needs 2 CPUs")
+def test_workers_that_fit_are_bound_to_cpus_of_their_own(run_config):
+    trainer = DataParallelTrainer(
+        lambda: (train.get_context().get_local_rank(), affinity()),
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    )
+    controller = trainer._controller()
+    controller.run()
+    assert controller.return_values() == [(0, CPUS[:1]), (1, CPUS[1:2])]
+
+
+def test_workers_that_do_not_fit_may_use_every_cpu(run_config):
+    result = DataParallelTrainer(
+        affinity,
+        scaling_config=ScalingConfig(num_workers=len(CPUS) + 1),
+        run_config=run_config,
+    ).fit()
+    assert result.return_value == CPUS
+
+
+def test_binding_can_be_turned_off(run_config, monkeypatch):
+    monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", "0")
+    result = DataParallelTrainer(
+        affinity, scaling_config=ScalingConfig(num_workers=1), run_config=run_config
+    ).fit()
+    assert result.return_value == CPUS
+
+
+def shard_sum_and_files():
+    shard = train.get_dataset_shard("train")
+    total = sum(float(b["x"].sum()) for b in shard.iter_batches(batch_size=None))
+    return total, sorted(glob.glob("/dev/shm/lockstep-table-*"))
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="needs /dev/shm")
+def test_in_memory_shards_arrive_through_shared_memory_files_that_are_removed(run_config):
+    before = shm_tables()
+    x = np.arange(1000, dtype=np.float64)
+    trainer = DataParallelTrainer(
+        shard_sum_and_files,
+        datasets={"train": ld.from_pandas(pd.DataFrame({"x": x}))},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    )
+    controller = trainer._controller()
+    controller.run()
+    (sum0, files0), (sum1, files1) = controller.return_values()
+    assert sum0 + sum1 == x.sum() and sum0 == x[:500].sum()
+    # each worker removed its file as soon as it had mapped it
+    assert not (set(files0) | set(files1)) - before
+    assert shm_tables() == before
+
+
+def dies_at_once():
+    os._exit(3)
+
+
+def test_no_file_is_left_after_a_failed_run(run_config):
+    before = shm_tables()
+    trainer = DataParallelTrainer(
+        dies_at_once,
+        datasets={"train": ld.from_items([{"x": float(i)} for i in range(10)])},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    )
+    with pytest.raises(train.TrainingFailedError):
+        trainer.fit()
+    assert shm_tables() == before
