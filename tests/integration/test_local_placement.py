@@ -54,10 +54,12 @@ def test_binding_can_be_turned_off(run_config, monkeypatch):
     assert result.return_value == CPUS
 
 
-def shard_sum_and_files():
+def shard_sum_and_mapped_files():
     shard = train.get_dataset_shard("train")
     total = sum(float(b["x"].sum()) for b in shard.iter_batches(batch_size=None))
-    return total, sorted(glob.glob("/dev/shm/lockstep-table-*"))
+    with open("/proc/self/maps") as maps:
+        mapped = {line.split(None, 5)[-1].strip() for line in maps if "lockstep-table-" in line}
+    return total, sorted(mapped)
 
 
 @pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="needs /dev/shm")
@@ -65,17 +67,19 @@ def test_in_memory_shards_arrive_through_shared_memory_files_that_are_removed(ru
     before = shm_tables()
     x = np.arange(1000, dtype=np.float64)
     trainer = DataParallelTrainer(
-        shard_sum_and_files,
+        shard_sum_and_mapped_files,
         datasets={"train": ld.from_pandas(pd.DataFrame({"x": x}))},
         scaling_config=ScalingConfig(num_workers=2),
         run_config=run_config,
     )
     controller = trainer._controller()
     controller.run()
-    (sum0, files0), (sum1, files1) = controller.return_values()
+    (sum0, mapped0), (sum1, mapped1) = controller.return_values()
     assert sum0 + sum1 == x.sum() and sum0 == x[:500].sum()
-    # each worker removed its file as soon as it had mapped it
-    assert not (set(files0) | set(files1)) - before
+    # each worker reads its shard from a mapped file, whose name it removed at once
+    for mapped in (mapped0, mapped1):
+        assert len(mapped) == 1 and mapped[0].endswith(".arrow (deleted)")
+    assert mapped0 != mapped1
     assert shm_tables() == before
 
 

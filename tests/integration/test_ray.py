@@ -113,7 +113,7 @@ def test_ray_data_datasets_stream_into_the_workers(run_config):
         shard = train.get_dataset_shard("train")
         seen = [int(row["id"]) for row in shard.iter_rows()]
         again = [int(row["id"]) for row in shard.iter_rows()]  # every epoch re-iterates
-        train.report({"seen": sorted(seen), "again": sorted(again) == sorted(seen)})
+        train.report({"seen": sorted(seen), "again": sorted(again)})
 
     class Shards(train.UserCallback):
         shards: list = []
@@ -131,7 +131,11 @@ def test_ray_data_datasets_stream_into_the_workers(run_config):
     first, second = (m["seen"] for m in Shards.shards)
     assert len(first) == len(second) == 20 and not set(first) & set(second)
     assert sorted(first + second) == list(range(40))
-    assert all(m["again"] for m in Shards.shards)
+    # Ray Data hands blocks to the splits as they ask: an epoch's rows per worker may
+    # differ from the last one's, but each epoch still covers every row once.
+    first_again, second_again = (m["again"] for m in Shards.shards)
+    assert len(first_again) == len(second_again) == 20
+    assert sorted(first_again + second_again) == list(range(40))
 
 
 def test_ray_datasets_need_the_ray_executor():
