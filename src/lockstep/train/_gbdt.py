@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lockstep._core.checkpoint import Checkpoint
@@ -219,6 +219,59 @@ class GBDTTrainer(DataParallelTrainer):
     """
 
     _classic: ClassicArgs | None = None
+
+    def __init__(
+        self,
+        train_loop_per_worker: Callable[..., Any] | None,
+        *,
+        backend_config: Any,
+        restore_kwargs: dict[str, Any],
+        train_kwargs: dict[str, Any],
+        train_loop_config: Mapping[str, Any] | None,
+        scaling_config: ScalingConfig | Mapping[str, Any] | None,
+        run_config: Any,
+        datasets: Mapping[str, Any] | None,
+        dataset_config: Any,
+        resume_from_checkpoint: Checkpoint | None,
+        metadata: Mapping[str, Any] | None,
+        preprocessor: Any,
+        label_column: str | None,
+        params: Mapping[str, Any] | None,
+        num_boost_round: int | None,
+        dmatrix_params: Mapping[str, Mapping[str, Any]] | None,
+        label: str | None,
+    ) -> None:
+        classic = classic_args(
+            type(self).__name__,
+            function_given=train_loop_per_worker is not None,
+            train_loop_config=train_loop_config,
+            label_column=label_column,
+            label=label,
+            params=params,
+            num_boost_round=num_boost_round,
+            dmatrix_params=dmatrix_params,
+            train_kwargs=train_kwargs,
+            datasets=datasets,
+        )
+        if classic is not None and datasets:
+            classic.check_datasets(datasets)
+        scaling = ScalingConfig.coerce(scaling_config)
+        if backend_config.num_threads is None:
+            backend_config = replace(backend_config, num_threads=worker_threads(scaling))
+        super().__init__(
+            train_loop_per_worker or self._classic_loop(),
+            train_loop_config=train_loop_config,
+            backend_config=backend_config,
+            scaling_config=scaling,
+            run_config=run_config,
+            datasets=datasets,
+            dataset_config=dataset_config,
+            resume_from_checkpoint=resume_from_checkpoint,
+            metadata=metadata,
+            preprocessor=preprocessor,
+        )
+        self._classic = classic
+        self._init_kwargs = restore_kwargs
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         raise NotImplementedError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import xgboost
@@ -13,7 +12,6 @@ from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train._gbdt import (
     GBDTTrainer,
-    classic_args,
     parse_eval,
     set_default,
     shard_frame,
@@ -102,42 +100,18 @@ class XGBoostTrainer(GBDTTrainer):
         label: str | None = None,
         **train_kwargs: Any,
     ) -> None:
-        restore_kwargs = {
-            k: v for k, v in locals().items() if k not in ("self", "__class__", "train_kwargs")
+        args = {
+            k: v
+            for k, v in locals().items()
+            if k not in ("self", "__class__", "train_kwargs", "xgboost_config")
         }
-        restore_kwargs.update(train_kwargs)
-        classic = classic_args(
-            "XGBoostTrainer",
-            function_given=train_loop_per_worker is not None,
-            train_loop_config=train_loop_config,
-            label_column=label_column,
-            label=label,
-            params=params,
-            num_boost_round=num_boost_round,
-            dmatrix_params=dmatrix_params,
-            train_kwargs=train_kwargs,
-            datasets=datasets,
-        )
-        if classic is not None and datasets:
-            classic.check_datasets(datasets)
-        config = _check_type(xgboost_config, XGBoostConfig, "xgboost_config") or XGBoostConfig()
-        scaling = ScalingConfig.coerce(scaling_config)
-        if config.num_threads is None:
-            config = replace(config, num_threads=worker_threads(scaling))
         super().__init__(
-            train_loop_per_worker or _train_loop,
-            train_loop_config=train_loop_config,
-            backend_config=config,
-            scaling_config=scaling,
-            run_config=run_config,
-            datasets=datasets,
-            dataset_config=dataset_config,
-            resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
-            preprocessor=preprocessor,
+            backend_config=_check_type(xgboost_config, XGBoostConfig, "xgboost_config")
+            or XGBoostConfig(),
+            restore_kwargs={**args, "xgboost_config": xgboost_config, **train_kwargs},
+            train_kwargs=train_kwargs,
+            **args,
         )
-        self._classic = classic
-        self._init_kwargs = restore_kwargs
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop
