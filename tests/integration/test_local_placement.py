@@ -1,5 +1,5 @@
-"""Local worker processes: each bound to CPUs of its own when they all fit, and given its
-shard of in-memory data through shared memory."""
+"""Local worker processes: bound to CPUs of their own when they take every CPU, and given
+their shards of in-memory data through shared memory."""
 
 from __future__ import annotations
 
@@ -25,22 +25,24 @@ def shm_tables():
     return set(glob.glob("/dev/shm/lockstep-table-*"))
 
 
-@pytest.mark.skipif(len(CPUS) < 2, reason="binding 2 workers needs 2 CPUs")
-def test_workers_that_fit_are_bound_to_cpus_of_their_own(run_config):
+def test_workers_that_take_every_cpu_are_bound_to_cpus_of_their_own(run_config):
     trainer = DataParallelTrainer(
         lambda: (train.get_context().get_local_rank(), affinity()),
-        scaling_config=ScalingConfig(num_workers=2),
+        scaling_config=ScalingConfig(num_workers=len(CPUS)),
         run_config=run_config,
     )
     controller = trainer._controller()
     controller.run()
-    assert controller.return_values() == [(0, CPUS[:1]), (1, CPUS[1:2])]
+    assert controller.return_values() == [(rank, [cpu]) for rank, cpu in enumerate(CPUS)]
 
 
-def test_workers_that_do_not_fit_may_use_every_cpu(run_config):
+@pytest.mark.parametrize("extra", [-1, 1])
+def test_workers_that_leave_cpus_free_or_do_not_fit_may_use_every_cpu(run_config, extra):
+    if len(CPUS) + extra < 1:
+        pytest.skip("one CPU: a single worker takes every CPU")
     result = DataParallelTrainer(
         affinity,
-        scaling_config=ScalingConfig(num_workers=len(CPUS) + 1),
+        scaling_config=ScalingConfig(num_workers=len(CPUS) + extra),
         run_config=run_config,
     ).fit()
     assert result.return_value == CPUS
@@ -49,7 +51,7 @@ def test_workers_that_do_not_fit_may_use_every_cpu(run_config):
 def test_binding_can_be_turned_off(run_config, monkeypatch):
     monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", "0")
     result = DataParallelTrainer(
-        affinity, scaling_config=ScalingConfig(num_workers=1), run_config=run_config
+        affinity, scaling_config=ScalingConfig(num_workers=len(CPUS)), run_config=run_config
     ).fit()
     assert result.return_value == CPUS
 

@@ -66,8 +66,8 @@ WORKER_START = Flag(
 PIN_WORKERS = Flag(
     "LOCKSTEP_PIN_WORKERS",
     True,
-    "Whether local workers are each bound to CPUs of their own when all of them fit "
-    "(resources_per_worker CPUs each); 0 lets the kernel move them between all CPUs.",
+    "Whether local workers are each bound to CPUs of their own when together they take "
+    "every CPU (resources_per_worker CPUs each); 0 lets the kernel move them freely.",
 )
 CUDA_VISIBLE_DEVICES = Flag(
     "CUDA_VISIBLE_DEVICES",

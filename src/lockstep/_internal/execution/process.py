@@ -234,18 +234,19 @@ def _start(
 
 
 def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[int, ...] | None:
-    """The CPUs of local worker ``local_rank``, each worker ``threads`` of its own; None
-    when the workers do not all fit in the CPUs this process may use.
+    """The CPUs of local worker ``local_rank`` when the workers, ``threads`` CPUs each, take
+    every CPU this process may use; None otherwise.
 
     Workers that synchronise every step (DDP, xgboost's per-level histogram all-reduce)
     wait for the slowest one: a worker that the kernel moves between CPUs, or that shares
     one with another, slows every step. Binding each to its own CPUs, as MPI launchers do,
-    removes that.
+    removes that. Only when the run takes the whole machine: runs that leave CPUs free may
+    share it with other runs, which would be bound to the same first CPUs.
 
     Example:
         >>> import os
         >>> cpus = sorted(os.sched_getaffinity(0))
-        >>> worker_cpus(1, 2, 1) == (tuple(cpus[1:2]) if len(cpus) >= 2 else None)
+        >>> worker_cpus(len(cpus) - 1, len(cpus), 1) == (cpus[-1],)
         True
         >>> worker_cpus(0, len(cpus) + 1, 1) is None
         True
@@ -253,6 +254,6 @@ def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[i
     if not flags.PIN_WORKERS.get() or not hasattr(os, "sched_getaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))
-    if local_world_size * threads > len(cpus):
+    if local_world_size * threads != len(cpus):
         return None
     return tuple(cpus[local_rank * threads : (local_rank + 1) * threads])
