@@ -4,15 +4,15 @@ A shard of an in-memory dataset (``from_pandas``, ``from_items``) would otherwis
 the pickle: copied into it, through the socket, and out of it again. Instead each table is
 written once, in Arrow's file format, to a file in shared memory (``/dev/shm``); the worker
 maps the file, so its table is read without a copy, and removes the name at once (the
-mapping keeps the memory until the table is freed). Local workers only: a worker on
-another machine could not open the file.
+mapping keeps the memory until the table is freed). Without room in shared memory the rows
+go in the pickle as before. Local workers only: a worker on another machine could not open
+the file.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import tempfile
 import uuid
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -53,18 +53,29 @@ class _Pickler(ForkingPickler):
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is TableSource:
             path = _write(obj.table)
-            self._written.append(path)
-            return _open, (path,)
-        return NotImplemented
+            if path is not None:
+                self._written.append(path)
+                return _open, (path,)
+        return NotImplemented  # pickled as usual, the rows in the pickle
 
 
-def _write(table: pa.Table) -> str:
-    directory = _SHM if os.access(_SHM, os.W_OK) else tempfile.gettempdir()
-    path = os.path.join(directory, f"lockstep-table-{uuid.uuid4().hex}.arrow")
-    # Arrow's file format writes only a sliced table's own rows (pickling a slice would
-    # carry its whole parent's buffers).
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+def _write(table: pa.Table) -> str | None:
+    """The path of a new shared memory file holding ``table``; None when there is no
+    shared memory, or too little of it (containers often have 64 MiB)."""
+    if not os.access(_SHM, os.W_OK):
+        return None
+    free = os.statvfs(_SHM)
+    if table.nbytes * 2 > free.f_bavail * free.f_frsize:
+        return None
+    path = os.path.join(_SHM, f"lockstep-table-{uuid.uuid4().hex}.arrow")
+    try:
+        # Arrow's file format writes only a sliced table's own rows (pickling a slice
+        # would carry its whole parent's buffers).
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    except OSError:
+        remove([path])  # filled up meanwhile
+        return None
     return path
 
 

@@ -32,3 +32,12 @@ def test_remove_deletes_the_files_no_reader_opened():
     path = written[0]
     shared_tables.remove(written)
     assert not os.path.exists(path) and written == []
+
+
+def test_without_shared_memory_the_rows_go_in_the_pickle(monkeypatch, tmp_path):
+    monkeypatch.setattr(shared_tables, "_SHM", str(tmp_path / "no-such-dir"))
+    table = pa.table({"x": list(range(1000))})
+    written: list[str] = []
+    payload = shared_tables.dumps(TableSource(table), written)
+    assert written == [] and len(payload) > table.nbytes
+    assert pickle.loads(payload).table.equals(table)
