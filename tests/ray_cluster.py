@@ -25,6 +25,13 @@ SYSTEM_CONFIG = {
 }
 
 
+def ray_env() -> dict[str, str]:
+    """This environment, with Ray's token authentication off for the test clusters: a token
+    that any ray.init() on this machine left in ~/.ray would otherwise turn it on for the
+    nodes but not for the clients."""
+    return {**os.environ, "RAY_AUTH_MODE": "disabled"}
+
+
 def _ray() -> str:
     return os.path.join(os.path.dirname(sys.executable), "ray")
 
@@ -105,6 +112,7 @@ class LocalRayCluster:
     def _ray_start(self, *args: str) -> None:
         subprocess.run(
             [_ray(), "start", f"--temp-dir={self.temp_dir}", *args],
+            env=ray_env(),
             check=True,
             capture_output=True,
             text=True,

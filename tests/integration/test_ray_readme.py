@@ -7,7 +7,6 @@ path are filled in, and a private temp dir is added so that exactly this cluster
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import subprocess
@@ -15,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.ray_cluster import LocalRayCluster, free_port, node_ports
+from tests.ray_cluster import LocalRayCluster, free_port, node_ports, ray_env
 
 pytestmark = pytest.mark.ray
 
@@ -74,7 +73,7 @@ def test_readme_ray_commands(tmp_path):
             capture_output=True,
             text=True,
             timeout=600,
-            env=os.environ.copy(),
+            env=ray_env(),
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
@@ -95,6 +94,7 @@ def test_readme_ray_commands(tmp_path):
             check=True,
             capture_output=True,
             timeout=180,
+            env=ray_env(),
         )
         out = run(submit, " --epochs 1 --limit 100 --name as-job")
         assert "Validation accuracy:" in out and "succeeded" in out
