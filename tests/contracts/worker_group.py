@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import secrets
 import tempfile
 
@@ -27,6 +28,19 @@ from lockstep.train import (
     UserCallback,
 )
 from tests.helpers import worker_processes
+
+USER_SCRIPT = """\
+from lockstep import train
+
+
+def helper(step):
+    raise ValueError(f"bad batch {step}")
+
+
+def train_func():
+    train.report({"step": 0})
+    helper(3)
+"""
 
 
 class Recorder(UserCallback):
@@ -242,6 +256,20 @@ class WorkerGroupContract:
         frames = [line for line in message.splitlines() if line.strip().startswith("File ")]
         assert frames[0].endswith(", in train_func") and __file__ in frames[0]
         assert isinstance(info.value.root_cause.exception, ValueError)
+
+    def test_traceback_names_the_scripts_file_and_lines(self, scaling_config, run_config, tmp_path):
+        # functions of a script run as __main__ travel by value; their frames keep the file
+        script = tmp_path / "user_script.py"
+        script.write_text(USER_SCRIPT)
+        train_func = runpy.run_path(str(script), run_name="__main__")["train_func"]
+
+        with pytest.raises(TrainingFailedError) as info:
+            self.fit(train_func, scaling_config, run_config)
+        for text in (str(info.value), info.value.root_cause.traceback):
+            assert f'File "{script}", line 5, in helper' in text
+            assert 'raise ValueError(f"bad batch {step}")' in text
+            assert f'File "{script}", line 10, in train_func' in text
+        assert "<dynamic-code>" not in str(info.value)
 
     def test_report_misuse_is_not_retried(self, scaling_config, run_config):
         config = RunConfig(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lockstep import train
-from lockstep.train import RunConfig, ScalingConfig, Trainer
+from lockstep.train import RunConfig, ScalingConfig, Trainer, TrainingFailedError
 from lockstep.train.torch import (
     TorchConfig,
     TorchTrainer,
@@ -25,6 +26,7 @@ from lockstep.train.torch import (
     prepare_optimizer,
 )
 from tests.contracts.backend import BackendContract
+from tests.contracts.worker_group import USER_SCRIPT
 
 
 class EveryRank(train.UserCallback):
@@ -256,6 +258,21 @@ def test_legacy_trainer_returns_each_ranks_value(tmp_path):
     trainer.shutdown()
     with pytest.raises(ValueError, match="unknown backend 'jax'"):
         Trainer(backend="jax")
+
+
+def test_legacy_trainer_error_shows_the_scripts_frames(tmp_path):
+    script = tmp_path / "user_script.py"
+    script.write_text(USER_SCRIPT)
+    train_func = runpy.run_path(str(script), run_name="__main__")["train_func"]
+    trainer = Trainer(backend="torch", num_workers=2, logdir=str(tmp_path))
+    trainer.start()
+    try:
+        with pytest.raises(TrainingFailedError) as info:
+            trainer.run(train_func)
+    finally:
+        trainer.shutdown()
+    assert f'File "{script}", line 5, in helper' in str(info.value)
+    assert 'raise ValueError(f"bad batch {step}")' in str(info.value)
 
 
 def test_demo_end_to_end_at_a_tiny_size(tmp_path):

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import io
+import marshal
 import types
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 _MAX_DEPTH = 6
 
 
 def dumps(obj: Any, what: str) -> bytes:
-    """``cloudpickle.dumps(obj)``; on failure, a ValueError naming the unpicklable part.
+    """Pickle ``obj`` as cloudpickle does, keeping each code object's file name;
+    on failure, a ValueError naming the unpicklable part.
 
     Args:
         obj: What to pickle.
         what: How the user knows ``obj``, e.g. ``"train_loop_config"``.
-    """
-    import cloudpickle
 
+    Example:
+        >>> import pickle
+        >>> fn = pickle.loads(dumps(lambda: 1, "fn"))
+        >>> fn.__code__.co_filename.startswith("<doctest")  # not "<dynamic-code>"
+        True
+    """
     try:
-        return bytes(cloudpickle.dumps(obj))
+        return to_bytes(obj)
     except Exception as exc:
         culprit = find_unpicklable(obj, what)
         raise ValueError(
@@ -36,11 +44,8 @@ def check(obj: Any, what: str, *, left_out: tuple[type, ...] = ()) -> int:
     Instances of ``left_out`` are known to pickle and costly to (in-memory tables): they are
     counted, not pickled, so that checking is cheap.
     """
-    import io
 
-    import cloudpickle
-
-    class _Counting(cloudpickle.CloudPickler):  # type: ignore[misc]
+    class _Counting(_pickler_class()):  # type: ignore[misc]
         found = 0
 
         def persistent_id(self, part: Any) -> str | None:
@@ -67,11 +72,36 @@ def find_unpicklable(obj: Any, path: str, depth: int = 0) -> str:
     return f"{path} (a {type(obj).__module__}.{type(obj).__qualname__})"
 
 
-def _picklable(obj: Any) -> bool:
+def to_bytes(obj: Any) -> bytes:
+    """``obj`` pickled as cloudpickle does, each code object keeping its file name."""
+    buffer = io.BytesIO()
+    _pickler_class()(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+@cache
+def _pickler_class() -> type:
+    """cloudpickle's pickler, with code objects sent whole by ``marshal``.
+
+    cloudpickle 3.1.3 and later replace each code object's ``co_filename`` with
+    ``"<dynamic-code>"`` (for deterministic payloads), which would leave a worker's
+    traceback without the user's file and source lines. Workers run the driver's Python
+    version (as Ray requires too), so ``marshal`` rebuilds the code exactly.
+    """
     import cloudpickle
 
+    class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, types.CodeType):
+                return marshal.loads, (marshal.dumps(obj),)
+            return super().reducer_override(obj)
+
+    return _Pickler
+
+
+def _picklable(obj: Any) -> bool:
     try:
-        cloudpickle.dumps(obj)
+        to_bytes(obj)
     except Exception:
         return False
     return True

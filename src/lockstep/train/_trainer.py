@@ -320,11 +320,9 @@ def _pickle_function(
             f"train_loop_config must be a dict, got {type(config).__name__}. "
             'HINT: train_loop_config={"lr": 0.01}'
         )
-    import cloudpickle
-
     config_copy = dict(config) if config is not None else {}
     try:
-        return bytes(cloudpickle.dumps((fn, config_copy, takes_config)))
+        return pickling.to_bytes((fn, config_copy, takes_config))
     except Exception:
         # name the part that cannot be pickled, then fall back to the original error
         pickling.dumps(fn, "train_loop_per_worker")

@@ -127,7 +127,8 @@ def _send_failure(session: session_module.Session, rank: int, exc: BaseException
 def user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` without lockstep's frames in front of the user's code."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_globals.get("__name__") == __name__:
+    # by identity: run as ``python -m``, this module and a user's script both are __main__
+    while tb is not None and tb.tb_frame.f_globals is globals():
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
