@@ -50,3 +50,105 @@ class RunContext:
 
     def __repr__(self) -> str:
         return f"RunContext(name={self.name!r}, path={self.path!r}, attempt={self.attempt})"
+
+
+class Trial:
+    """One run as a callback sees it: a Tune trial, or a Train run as its only trial.
+
+    Attributes:
+        trial_id: Unique within the experiment (a Train run uses its name).
+        config: The trial's hyperparameters (a Train run's ``train_loop_config``).
+        path: The trial's directory, where its results and checkpoints are written.
+        status: ``"PENDING"``, ``"RUNNING"``, ``"PAUSED"``, ``"TERMINATED"`` or ``"ERROR"``.
+        last_result: The latest metrics reported, with ``training_iteration``.
+        error: The error that ended the trial, or None.
+        experiment_tag: A short description of the trial's config, for display.
+    """
+
+    def __init__(
+        self,
+        *,
+        trial_id: str,
+        config: dict[str, Any],
+        path: str,
+        experiment_tag: str = "",
+    ) -> None:
+        self.trial_id = trial_id
+        self.config = config
+        self.path = path
+        self.experiment_tag = experiment_tag
+        self.status = "PENDING"
+        self.last_result: dict[str, Any] = {}
+        self.error: BaseException | None = None
+
+    @property
+    def local_path(self) -> str:
+        """The trial's directory (Ray's older name)."""
+        return self.path
+
+    @property
+    def logdir(self) -> str:
+        """The trial's directory (Ray's oldest name)."""
+        return self.path
+
+    def __str__(self) -> str:
+        return self.trial_id
+
+    def __repr__(self) -> str:
+        return f"Trial({self.trial_id!r}, status={self.status!r})"
+
+
+class Callback:
+    """Ray Tune's callback interface; one protocol for Tune experiments and Train runs.
+
+    Tune calls each hook for every trial; a Train run (``RunConfig(callbacks=[...])``) calls
+    them with the run as the experiment's only trial. Override the hooks you need; each
+    default does nothing. ``iteration`` counts the experiment's steps, ``trials`` lists
+    every trial.
+
+    Example:
+        >>> class PrintLoss(Callback):
+        ...     def on_trial_result(self, iteration, trials, trial, result, **info):
+        ...         print(trial, result["loss"])
+    """
+
+    def setup(self, **info: Any) -> None:
+        """Called once before the first trial starts (``stop``, ``num_samples`` in info)."""
+
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Called when a trial starts (or restarts after a pause)."""
+
+    def on_trial_result(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        result: dict[str, Any],
+        **info: Any,
+    ) -> None:
+        """Called for each report, ``result`` holding ``training_iteration``."""
+
+    def on_checkpoint(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        checkpoint: Checkpoint,
+        **info: Any,
+    ) -> None:
+        """Called when a checkpoint of the trial is committed."""
+
+    def on_trial_complete(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Called when a trial finishes (or is stopped) without an error."""
+
+    def on_trial_error(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Called when a trial ends with an error (``trial.error``)."""
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        """Called once after every trial ended."""
