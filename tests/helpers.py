@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psutil
 
-from lockstep._internal.execution import forkserver
+from lockstep._internal.execution.worker_group.process import forkserver
 
 
 def worker_processes() -> list[psutil.Process]:

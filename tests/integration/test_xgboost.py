@@ -12,7 +12,7 @@ import xgboost
 
 import lockstep.data as ld
 from lockstep import train
-from lockstep._core import gpus
+from lockstep._internal.execution.worker_group.process import gpus
 from lockstep.data.preprocessors import BatchMapper, Chain, Repartitioner, Scaler, StandardScaler
 from lockstep.train import (
     BatchPredictor,

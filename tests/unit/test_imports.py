@@ -22,5 +22,5 @@ def test_public_packages_import_no_heavy_framework():
 
 def test_a_worker_imports_no_storage_or_dataframe_library_at_start():
     # fsspec, pyarrow and pandas cost a worker 60-300 ms; they load only when used
-    modules = imported_after("import lockstep._internal.execution.worker_main")
+    modules = imported_after("import lockstep._internal.execution.worker.main")
     assert [m for m in modules if m.split(".")[0] in {"fsspec", "pyarrow", "pandas", *HEAVY}] == []

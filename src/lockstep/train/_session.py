@@ -6,7 +6,7 @@ from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
-from lockstep._internal.execution import session as _session
+from lockstep._internal.execution.worker import session as _session
 
 
 def _require(api: str) -> _session.Session:

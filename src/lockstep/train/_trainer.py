@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from lockstep._core import flags, pickling, storage
+from lockstep._core import flags, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
@@ -22,13 +22,14 @@ from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
-from lockstep._internal.execution.select import (
+from lockstep._internal.execution.executor_choice import (
     choose_executor,
     make_worker_group,
     prepare_executor,
     warn_ray_only_options,
 )
-from lockstep._internal.execution.worker_group import WorkerGroupSpec
+from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
+from lockstep.train import _pickling as pickling
 
 
 class DataParallelTrainer:

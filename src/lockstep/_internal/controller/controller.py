@@ -32,7 +32,7 @@ from lockstep._internal.execution.messages import (
     Returned,
     WorkerEvent,
 )
-from lockstep._internal.execution.worker_group import WorkerGroup, WorkerGroupSpec
+from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGroupSpec
 
 POLL_TIMEOUT_S = 0.25
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lockstep._internal.execution import session
+from lockstep._internal.execution.worker import session
 
 
 def world_size() -> int:

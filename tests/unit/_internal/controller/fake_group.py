@@ -10,7 +10,7 @@ from lockstep._internal.execution.messages import (
     Report,
     WorkerEvent,
 )
-from lockstep._internal.execution.worker_group import WorkerGroupSpec
+from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 
 
 class FakeWorkerGroup:

@@ -23,7 +23,7 @@ from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.execution.messages import Failed, Report, Returned
-from lockstep._internal.execution.worker_group import WorkerGroupSpec
+from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 
 from .fake_group import FakeWorkerGroup
 

@@ -1,7 +1,7 @@
 """ProcessWorkerGroup: workers as local processes, no daemon.
 
 Each worker is forked from the fork server (warm: nothing to import) or, where forking is
-unsafe, started as ``python -m lockstep._internal.execution.worker_main``. Either way it
+unsafe, started as ``python -m lockstep._internal.execution.worker.main``. Either way it
 runs in its own process group (so Ctrl-C reaches only the driver, which then stops it),
 talks to the driver over a socket pair, and its output is forwarded line by line with the
 rank in front.
@@ -19,19 +19,19 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Protocol
 
-from lockstep._core import flags, gpus
+from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._internal.execution import forkserver, shared_tables
 from lockstep._internal.execution.messages import WorkerStart
-from lockstep._internal.execution.output import OutputPump
-from lockstep._internal.execution.worker_group import (
+from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
+from lockstep._internal.execution.worker_group.process import forkserver, gpus, shared_tables
+from lockstep._internal.execution.worker_group.process.output import OutputPump
 
-WORKER_MODULE = "lockstep._internal.execution.worker_main"
+WORKER_MODULE = "lockstep._internal.execution.worker.main"
 
 
 class ProcessWorkerGroup(ConnectedWorkerGroup):

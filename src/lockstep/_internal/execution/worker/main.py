@@ -1,6 +1,6 @@
 """What runs in each worker: set up the backend, run the training function, report back.
 
-Run as ``python -m lockstep._internal.execution.worker_main FD PARENT_PID`` for a local
+Run as ``python -m lockstep._internal.execution.worker.main FD PARENT_PID`` for a local
 process, where FD is this worker's end of its connection to the driver. The user's
 ``__main__`` is never imported: the function arrives pickled by value (cloudpickle).
 """
@@ -19,8 +19,8 @@ from typing import Any
 
 from lockstep._core.errors import UsageError, WorkerFailure
 from lockstep._core.storage import MARKER_FILE
-from lockstep._internal.execution import session as session_module
 from lockstep._internal.execution.messages import Failed, Returned, WorkerStart
+from lockstep._internal.execution.worker import session as session_module
 
 
 class WorkerStopped(BaseException):

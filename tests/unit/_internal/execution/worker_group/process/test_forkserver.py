@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 
 from lockstep import train
-from lockstep._internal.execution import forkserver
+from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 
 

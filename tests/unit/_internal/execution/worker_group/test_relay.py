@@ -1,5 +1,5 @@
 from lockstep._internal.execution.messages import CollectiveRequest
-from lockstep._internal.execution.relay import CollectiveRelay
+from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
 def req(rank, seq, op, payload=None):

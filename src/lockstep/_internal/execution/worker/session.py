@@ -23,7 +23,11 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
-from lockstep._internal.execution.metrics import check_reserved, check_score, clean_metrics
+from lockstep._internal.execution.worker.report_checks import (
+    check_reserved,
+    check_score,
+    clean_metrics,
+)
 
 
 class DriverLostError(RuntimeError):

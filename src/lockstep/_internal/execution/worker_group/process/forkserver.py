@@ -175,7 +175,7 @@ def _become_worker(request: SpawnRequest, fds: list[int]) -> None:
     os.environ.update(request.env)
     _fresh_stdio()
     _reseed(request.num_threads)
-    from lockstep._internal.execution import worker_main
+    from lockstep._internal.execution.worker import main as worker_main
 
     worker_main.run_process(conn_fd, os.getppid())
 

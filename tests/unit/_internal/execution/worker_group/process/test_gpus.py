@@ -1,6 +1,6 @@
 import pytest
 
-from lockstep._core import gpus
+from lockstep._internal.execution.worker_group.process import gpus
 
 
 def test_visible_from_cuda_visible_devices(monkeypatch):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 import warnings
 
-from lockstep._core import flags, gpus
+from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
-from lockstep._internal.execution.worker_group import WorkerGroup
+from lockstep._internal.execution.worker_group.base import WorkerGroup
+from lockstep._internal.execution.worker_group.process import gpus
 
 _warned: set[str] = set()
 
@@ -69,15 +70,15 @@ def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
 
 def make_worker_group(executor: str, scaling: ScalingConfig) -> WorkerGroup:
     if executor == "inline":
-        from lockstep._internal.execution.inline import InlineWorkerGroup
+        from lockstep._internal.execution.worker_group.inline import InlineWorkerGroup
 
         return InlineWorkerGroup()
     if executor == "process":
-        from lockstep._internal.execution.process import ProcessWorkerGroup
+        from lockstep._internal.execution.worker_group.process.group import ProcessWorkerGroup
 
         return ProcessWorkerGroup()
     assert executor == "ray", executor
-    from lockstep._internal.execution.ray_group import RayWorkerGroup
+    from lockstep._internal.execution.worker_group.ray import RayWorkerGroup
 
     return RayWorkerGroup(scaling)
 
@@ -85,7 +86,7 @@ def make_worker_group(executor: str, scaling: ScalingConfig) -> WorkerGroup:
 def prepare_executor(scaling: ScalingConfig, executor: str) -> None:
     """Check, at construction, that the chosen executor can run these workers."""
     if executor == "ray":
-        from lockstep._internal.execution.ray_group import check_cluster
+        from lockstep._internal.execution.worker_group.ray import check_cluster
 
         check_cluster(scaling)
     else:

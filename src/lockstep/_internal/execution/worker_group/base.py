@@ -33,7 +33,7 @@ from lockstep._internal.execution.messages import (
     WorkerEvent,
     WorkerStart,
 )
-from lockstep._internal.execution.relay import CollectiveRelay
+from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,7 +26,7 @@ from lockstep._core.config import ScalingConfig
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import Stop, WorkerStart
-from lockstep._internal.execution.worker_group import (
+from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
@@ -55,7 +55,7 @@ class _RayWorker:
     def run(
         self, address: tuple[str, int], authkey: bytes, start: WorkerStart, env: dict[str, str]
     ) -> int:
-        from lockstep._internal.execution import worker_main
+        from lockstep._internal.execution.worker import main as worker_main
 
         os.environ.update(env)
         conn = Client(address, authkey=authkey)

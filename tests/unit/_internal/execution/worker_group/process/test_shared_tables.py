@@ -7,7 +7,7 @@ import pickle
 
 import pyarrow as pa
 
-from lockstep._internal.execution import shared_tables
+from lockstep._internal.execution.worker_group.process import shared_tables
 from lockstep.data._sources import TableSource
 
 

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from lockstep._core import pickling
+from lockstep.train import _pickling as pickling
 
 
 def test_names_the_config_entry():

@@ -14,12 +14,12 @@ from multiprocessing.connection import Connection
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerStart
-from lockstep._internal.execution.worker_group import (
+from lockstep._internal.execution.worker.main import run_worker
+from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
-from lockstep._internal.execution.worker_main import run_worker
 
 
 class InlineWorkerGroup(ConnectedWorkerGroup):

@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 
 from lockstep._core.errors import UsageError
-from lockstep._internal.execution.metrics import check_reserved, check_score, clean_metrics
+from lockstep._internal.execution.worker.report_checks import (
+    check_reserved,
+    check_score,
+    clean_metrics,
+)
 
 
 def test_plain_and_numpy_values():

@@ -1,0 +1,1 @@
+"""Driver-side worker groups: the base with its protocol, and one module per place workers run."""

@@ -1,0 +1,1 @@
+"""Workers as local processes: the group, the fork server, output pumping, shared tables, GPUs."""
