@@ -48,6 +48,21 @@ def fit(trainer_cls, fn, run_config, **kwargs):
     return elsewhere, ranks.steps
 
 
+def test_a_run_without_a_framework_listens_on_nothing(run_config):
+    driver = os.getpid()
+
+    def train_func():
+        train.report({"listening": listening_in_run(driver)})
+
+    ranks = EveryRank()
+    config = RunConfig(storage_path=run_config.storage_path, verbose=0, callbacks=[ranks])
+    with ListeningSockets() as sockets:
+        DataParallelTrainer(train_func, scaling_config=TWO, run_config=config).fit()
+    # The driver talks to its workers (and its fork server) over socket pairs: no port.
+    assert sockets.seen == {}
+    assert [m["listening"] for m in ranks.steps[0]] == [[], []]
+
+
 def test_torch_gloo_listens_on_loopback_only(run_config):
     driver = os.getpid()
 
