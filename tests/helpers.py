@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import psutil
 
 from lockstep._internal.execution.worker_group.process import forkserver
@@ -11,3 +13,55 @@ def worker_processes() -> list[psutil.Process]:
     """This process's descendants but the fork server, which stays warm by design."""
     server = forkserver.server_pid()
     return [p for p in psutil.Process().children(recursive=True) if p.pid != server]
+
+
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+
+
+def listening_now(root: int | None = None) -> dict[tuple[str, int], int]:
+    """The TCP sockets that process ``root`` (this one by default) and its descendants
+    listen on: ``(ip, port)`` to pid."""
+    top = psutil.Process(root)
+    now: dict[tuple[str, int], int] = {}
+    for process in [top, *top.children(recursive=True)]:
+        try:
+            connections = process.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue  # it ended between listing and looking
+        for c in connections:
+            if c.status == psutil.CONN_LISTEN:
+                now[(c.laddr.ip, c.laddr.port)] = process.pid
+    return now
+
+
+def not_on_loopback(found: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """The part of ``found`` listening on an address other than 127.0.0.1 or ::1."""
+    return {address: pid for address, pid in found.items() if address[0] not in LOOPBACK}
+
+
+class ListeningSockets:
+    """Every TCP socket that this process and its descendants listened on while inside.
+
+    A thread samples the process tree (:func:`listening_now`) until the block ends, into
+    ``seen``. A listener open for less than a sample's period may be missed: a test that
+    needs one seen calls :func:`listening_now` itself (from a worker, say, with the
+    driver's pid) at a moment it knows the listener is open.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, int], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="listening-sockets", daemon=True)
+
+    def __enter__(self) -> ListeningSockets:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seen.update(listening_now())
+            self._stop.wait(0.005)

@@ -3,12 +3,18 @@
 Rank 0 opens the rendezvous store on a port its host picks (port 0, so no other process
 can take it between choosing and binding) and tells the others its address through the
 driver; every worker then joins the process group with gloo (CPU) or NCCL (GPU).
+
+Everything listens on the worker's node address only: in a local run that is 127.0.0.1,
+so the store, gloo's pairs and NCCL's bootstrap are out of the network's reach.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import ipaddress
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -86,6 +92,8 @@ class TorchBackend(Backend):
         import torch.distributed as dist
 
         backend = self.config.backend or "gloo"
+        for name, value in loopback_env(context.node_ip).items():
+            os.environ.setdefault(name, value)  # a user's own choice of interface wins
         if backend == "nccl":
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
             torch.cuda.set_device(0)  # the first of the GPUs this worker was given
@@ -115,14 +123,7 @@ def _rendezvous(
     store = None
     address, port = context.node_ip, 0
     if context.world_rank == 0:
-        store = dist.TCPStore(  # type: ignore[attr-defined]
-            address,
-            0,
-            context.world_size,
-            is_master=True,
-            timeout=timeout,
-            wait_for_workers=False,
-        )
+        store = _server_store(address, context.world_size, timeout)
         port = store.port
     address, port = collective.broadcast_from_rank_zero((address, port))
     if store is None:
@@ -130,3 +131,50 @@ def _rendezvous(
             address, port, context.world_size, is_master=False, timeout=timeout
         )
     return store, address, port
+
+
+def _server_store(address: str, world_size: int, timeout: datetime.timedelta) -> Any:
+    """The rendezvous store's server, listening on ``address`` only.
+
+    Given a host and a port, TCPStore's server listens on every interface (``::``): the
+    host only tells clients where to connect. Given a socket already bound, it listens on
+    that socket, and owns it from then on.
+    """
+    import torch.distributed as dist
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    server = socket.create_server((address, 0), family=family)
+    try:
+        store = dist.TCPStore(  # type: ignore[attr-defined]
+            address,
+            server.getsockname()[1],
+            world_size,
+            is_master=True,
+            timeout=timeout,
+            wait_for_workers=False,
+            master_listen_fd=server.fileno(),
+        )
+    except BaseException:
+        with contextlib.suppress(OSError):  # the store may have closed it already
+            server.close()
+        raise
+    server.detach()
+    return store
+
+
+def loopback_env(node_ip: str) -> dict[str, str]:
+    """The variables that keep gloo's pairs and NCCL's sockets on loopback, on a loopback node.
+
+    Left alone, gloo listens on the address the host name resolves to (often the machine's
+    network address) and NCCL on the first interface it likes; both follow these variables.
+    """
+    try:
+        if not ipaddress.ip_address(node_ip).is_loopback:
+            return {}
+    except ValueError:  # a host name: its node is not known to be this machine alone
+        return {}
+    names = {name for _, name in socket.if_nameindex()}
+    interface = next((name for name in ("lo", "lo0") if name in names), None)
+    if interface is None:
+        return {}
+    return {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface}

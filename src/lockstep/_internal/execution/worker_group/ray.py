@@ -4,17 +4,29 @@ Each actor runs the same worker code as a local process and talks to the driver 
 way, over a TCP connection it opens to the driver (authenticated with a key only this run
 knows). Only the WorkerStart travels through Ray, as the actor call's argument, so that Ray
 objects in it (``ray.data`` iterators) are passed the way Ray passes them.
+
+The driver listens on its node's address (the one Ray reports), not on every interface,
+and only until every worker has connected. A connection that fails the key check is
+dropped and logged; the run goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import signal
 import socket
+import struct
 import time
 from dataclasses import dataclass, replace
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import (
+    Client,
+    Connection,
+    answer_challenge,
+    deliver_challenge,
+)
 from typing import Any
 
 import ray
@@ -35,6 +47,11 @@ from lockstep._internal.execution.worker_group.base import (
 # How long to wait for the cluster to fit the workers, and for them to connect back.
 _PLACEMENT_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 120.0
+# How long a connecting peer has to pass the key check: one that stays silent must not
+# hold up the workers queued behind it.
+_HANDSHAKE_TIMEOUT_S = 10.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,7 +141,7 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self._actors: dict[int, Any] = {}
         self._refs: dict[int, Any] = {}
         self._info: dict[int, NodeInfo] = {}
-        self._listener: Listener | None = None
+        self._server: socket.socket | None = None
 
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
         connect()
@@ -180,32 +197,45 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         authkey = secrets.token_bytes(32)
-        self._listener = Listener(("0.0.0.0", 0), authkey=authkey)
-        address = (ray.util.get_node_ip_address(), self._listener.address[1])
+        # Where the workers reach the driver; every other interface stays closed.
+        host = ray.util.get_node_ip_address()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._server = socket.create_server((host, 0), family=family)
+        address = (host, self._server.getsockname()[1])
+        logger.debug("waiting for %d workers to connect to %s:%d", len(starts), *address)
         for rank, actor in self._actors.items():
             start = starts[rank]
             env = {"OMP_NUM_THREADS": str(max(1, int(spec.num_cpus_per_worker)))}
             env.update(spec.backend.worker_env(start.context))
             self._refs[rank] = actor.run.remote(address, authkey, start, env)
-        return self._accept(len(starts))
+        try:
+            return self._accept(len(starts), authkey)
+        finally:
+            self._close_server()  # nothing listens once every worker is in
 
-    def _accept(self, count: int) -> dict[int, Connection]:
+    def _accept(self, count: int, authkey: bytes) -> dict[int, Connection]:
         """The workers' connections, by rank; fails if a worker dies before it connects."""
-        assert self._listener is not None
-        server: socket.socket = self._listener._listener._socket  # type: ignore[attr-defined]
+        assert self._server is not None
+        self._server.settimeout(1.0)
         conns: dict[int, Connection] = {}
         deadline = time.monotonic() + _CONNECT_TIMEOUT_S
         while len(conns) < count:
-            server.settimeout(1.0)
             try:
-                conn = self._listener.accept()
+                sock, peer = self._server.accept()
             except TimeoutError:
-                self._raise_if_dead(conns)
-                if time.monotonic() > deadline:
-                    raise RuntimeError("Ray workers did not connect to the driver") from None
+                sock = None
+            if sock is not None and (worker := _authenticated(sock, peer, authkey)):
+                conns[worker[0]] = worker[1]
                 continue
-            conns[conn.recv()] = conn
+            self._raise_if_dead(conns)
+            if time.monotonic() > deadline:
+                raise RuntimeError("Ray workers did not connect to the driver")
         return conns
+
+    def _close_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
     def _raise_if_dead(self, connected: dict[int, Connection]) -> None:
         waiting = [ref for rank, ref in self._refs.items() if rank not in connected]
@@ -253,7 +283,34 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         if self._pg is not None:
             remove_placement_group(self._pg)
             self._pg = None
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        self._close_server()
         self._actors, self._refs, self._info = {}, {}, {}
+
+
+def _authenticated(sock: socket.socket, peer: Any, authkey: bytes) -> tuple[int, Connection] | None:
+    """The rank and connection of a worker that passed the key check; None, logged, for a
+    peer that failed it (or stayed silent, or hung up)."""
+    sock.setblocking(True)
+    # A receive timeout on the socket itself, which the Connection's plain reads obey.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(_HANDSHAKE_TIMEOUT_S))
+    conn = Connection(os.dup(sock.fileno()))
+    try:
+        deliver_challenge(conn, authkey)
+        answer_challenge(conn, authkey)
+        rank = conn.recv()
+    except (AuthenticationError, OSError, EOFError) as exc:
+        conn.close()
+        logger.warning(
+            "refused a connection to the driver from %s: it failed the run's key check (%s)",
+            peer[0],
+            type(exc).__name__,
+        )
+        return None
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
+        sock.close()  # the Connection holds its own descriptor of the socket
+    return rank, conn
+
+
+def _timeval(seconds: float) -> bytes:
+    return struct.pack("ll", int(seconds), int(seconds % 1 * 1e6))

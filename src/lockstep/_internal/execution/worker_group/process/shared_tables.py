@@ -69,6 +69,9 @@ def _write(table: pa.Table) -> str | None:
         return None
     path = os.path.join(_SHM, f"lockstep-table-{uuid.uuid4().hex}.arrow")
     try:
+        # Readable by this user only (the rows are the user's data, /dev/shm is shared by
+        # every user of the machine); O_EXCL: never through a file someone put there.
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         # Arrow's file format writes only a sliced table's own rows (pickling a slice
         # would carry its whole parent's buffers).
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:

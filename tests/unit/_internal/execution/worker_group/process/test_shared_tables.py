@@ -34,6 +34,15 @@ def test_remove_deletes_the_files_no_reader_opened():
     assert not os.path.exists(path) and written == []
 
 
+def test_only_this_user_may_read_the_file():
+    written: list[str] = []
+    shared_tables.dumps(TableSource(pa.table({"x": [1.0]})), written)
+    try:
+        assert os.stat(written[0]).st_mode & 0o777 == 0o600
+    finally:
+        shared_tables.remove(written)
+
+
 def test_without_shared_memory_the_rows_go_in_the_pickle(monkeypatch, tmp_path):
     monkeypatch.setattr(shared_tables, "_SHM", str(tmp_path / "no-such-dir"))
     table = pa.table({"x": list(range(1000))})
