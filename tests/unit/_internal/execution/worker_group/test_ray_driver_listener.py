@@ -8,7 +8,7 @@ from multiprocessing.connection import Client
 
 import pytest
 
-from lockstep._internal.execution import ray_group
+from lockstep._internal.execution.worker_group import ray as ray_group
 
 KEY = b"k" * 32
 
