@@ -30,6 +30,7 @@ from lockstep._internal.execution.messages import (
     Failed,
     Report,
     Returned,
+    StepDone,
     WorkerEvent,
 )
 from lockstep._internal.execution.worker_group import WorkerGroup, WorkerGroupSpec
@@ -152,14 +153,14 @@ class TrainController:
         assert self._group is not None
         events = self._group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
-        try:
-            for event in events:
+        for event in events:
+            try:
                 self._handle(event, failures)
-        except ReportCountMismatch as exc:
-            failures[exc.rank] = _usage_failure(exc.rank, str(exc))
+            except ReportCountMismatch as exc:
+                failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
         self._progress.refresh()
         if failures:
-            return self._on_failures(state.attempt, failures)
+            return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
         return state
@@ -177,16 +178,34 @@ class TrainController:
             self._progress.worker_stopped()
             failures[event.failure.rank] = event.failure
 
+    def _with_waiting(self, failures: dict[int, WorkerFailure]) -> dict[int, WorkerFailure]:
+        """A failure on a run of several workers names every rank's report count, and the
+        ranks it left waiting in report(): why those ranks stopped is then plain to see."""
+        if self._spec.num_workers < 2:
+            return failures
+        waiting = [r for r in self._steps.waiting() if r not in failures]
+        note = f" ({self._steps.describe_counts()})"
+        if waiting:
+            ranks = ", ".join(map(str, waiting))
+            note = f"; rank{'s' if len(waiting) > 1 else ''} {ranks} waited in report(){note}"
+        return {
+            rank: f if f.kind == "usage" else dataclasses.replace(f, summary=f.summary + note)
+            for rank, f in failures.items()
+        }
+
     def _record(self, step: Step) -> None:
         """Write one complete step: commit its checkpoint, log it, tell callbacks."""
         state = self._checkpoints.state
         state.training_iteration += 1
         iteration = state.training_iteration
         checkpoint = None
-        if step.checkpointed:
+        assert self._group is not None
+        if not step.checkpointed:
+            # Release the workers first: everything below is the driver's own bookkeeping.
+            self._group.notify(StepDone(step.index))
+        else:
             staged = storage.staging_dir_name(self._spec_offset + step.index)
             checkpoint = self._checkpoints.commit(staged, step.metrics, iteration)
-            assert self._group is not None
             self._group.notify(CheckpointCommitted(step.index, checkpoint))
         self._last_metrics = dict(step.metrics)
         self._run_log.append(

@@ -1,7 +1,7 @@
 """Messages between the driver and its workers, one connection per worker.
 
 Worker to driver: Report, CollectiveRequest, Returned, Failed.
-Driver to worker: WorkerStart (first), CheckpointCommitted, CollectiveReply, Stop.
+Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop.
 """
 
 from __future__ import annotations
@@ -61,6 +61,17 @@ class CheckpointCommitted:
 
     step: int
     checkpoint: Checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class StepDone:
+    """Every worker reported ``step`` (as numbered in the Report); none attached a checkpoint.
+
+    ``report()`` is a barrier: each worker's call returns when this (or the step's
+    CheckpointCommitted) arrives.
+    """
+
+    step: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from lockstep._internal.execution.messages import (
     CollectiveReply,
     CollectiveRequest,
     Report,
+    StepDone,
     Stop,
     WorkerStart,
 )
@@ -50,12 +51,13 @@ class _Reply:
 
 
 class Session:
-    """One worker's link to the driver. Report is a send; only checkpoints wait.
+    """One worker's link to the driver. ``report`` is a barrier across the workers.
 
-    A metric-only report costs one message. A report with a checkpoint first copies the
-    files into the run's staging area, then waits until the driver has the same step from
-    every worker and has committed the checkpoint, so that when ``report`` returns the
-    checkpoint is durable and ``get_checkpoint`` returns it.
+    A report sends one message and waits for the driver's answer, which comes once every
+    worker has reported the same step (a round trip, no disk). A report with a checkpoint
+    first copies the files into the run's staging area; the answer then comes once the
+    checkpoint is committed, so that when ``report`` returns the checkpoint is durable and
+    ``get_checkpoint`` returns it.
     """
 
     def __init__(
@@ -95,7 +97,6 @@ class Session:
         clean = clean_metrics(metrics)
         check_reserved(clean)
         step = self._num_reports
-        reply = None
         if checkpoint is not None:
             if not isinstance(checkpoint, Checkpoint):
                 raise UsageError(
@@ -104,13 +105,12 @@ class Session:
                 )
             check_score(clean, self._start.score_attribute)
             self._stage(checkpoint, step)
-            reply = self._expect("checkpoint", step)
+        reply = self._expect("step", step)
         self._send(
             Report(self.context.world_rank, step, clean, checkpoint is not None, time.time())
         )
         self._num_reports += 1
-        if reply is not None:
-            reply.wait()
+        reply.wait()
 
     def get_checkpoint(self) -> Checkpoint | None:
         return self._latest
@@ -194,10 +194,12 @@ class Session:
                 message = self._conn.recv()
             except (EOFError, OSError):
                 break
-            if isinstance(message, CheckpointCommitted):
+            if isinstance(message, StepDone):
+                self._resolve("step", message.step, None)
+            elif isinstance(message, CheckpointCommitted):
                 # every worker learns of every commit, so get_checkpoint is current everywhere
                 self._latest = message.checkpoint
-                self._resolve("checkpoint", message.step, None)
+                self._resolve("step", message.step, None)
             elif isinstance(message, CollectiveReply):
                 self._resolve("collective", message.seq, message)
             elif isinstance(message, Stop) and self._on_driver_lost is not None:

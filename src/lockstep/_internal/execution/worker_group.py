@@ -4,9 +4,10 @@ A group starts N workers, reports what they send (reports, results, failures), t
 about committed checkpoints, and shuts them down. Collective calls are answered inside the
 group, by the relay; the controller never sees them.
 
-Besides start / poll / shutdown the interface has ``notify``: a worker that reported a
-checkpoint waits until the controller has committed it, and every worker's
-``get_checkpoint()`` follows the commits, so the controller must be able to tell them.
+Besides start / poll / shutdown the interface has ``notify``: ``report()`` is a barrier, so a
+worker that reported waits until the controller has every worker's report of that step (and
+has committed its checkpoint, if any), and every worker's ``get_checkpoint()`` follows the
+commits, so the controller must be able to tell them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lockstep._internal.execution.messages import (
     Failed,
     Report,
     Returned,
+    StepDone,
     WorkerEvent,
     WorkerStart,
 )
@@ -73,14 +75,15 @@ class WorkerGroup(Protocol):
     """N workers running one training function.
 
     ``poll`` returns what the workers sent since the last call (waiting up to ``timeout``
-    seconds for something), ``notify`` tells every worker a checkpoint was committed.
+    seconds for something), ``notify`` tells every worker a step is complete (StepDone) or
+    its checkpoint was committed (CheckpointCommitted).
     """
 
     def start(self, spec: WorkerGroupSpec) -> None: ...
 
     def poll(self, timeout: float) -> list[WorkerEvent]: ...
 
-    def notify(self, message: CheckpointCommitted) -> None: ...
+    def notify(self, message: StepDone | CheckpointCommitted) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -119,7 +122,7 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._receive(self._ranks[id(ready)], events)
         return events
 
-    def notify(self, message: CheckpointCommitted) -> None:
+    def notify(self, message: StepDone | CheckpointCommitted) -> None:
         for rank, conn in self._conns.items():
             if rank not in self._done:
                 self._send(conn, message)
