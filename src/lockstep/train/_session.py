@@ -23,12 +23,13 @@ def _require(api: str) -> _session.Session:
 def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
 
-    Every worker must call ``report`` the same number of times. Without a checkpoint it
-    returns at once (it is not a barrier). With one, the files are copied into the run
-    directory and ``report`` returns once every worker has reported this step and the
-    checkpoint is committed. Any worker may attach files; they are merged into one
-    checkpoint directory, and where two ranks wrote a file of the same name the lower
-    rank's copy is kept (rank 0 wins).
+    ``report`` is a barrier, as in Ray Train: it returns once every worker has reported
+    this step, and, when any worker attached a checkpoint, once its files are copied into
+    the run directory and committed. Every worker must call ``report`` the same number of
+    times; when one returns from its function or dies while another waits in ``report``,
+    the run fails at once with an error naming each rank's report count (never a hang).
+    Any worker may attach files; they are merged into one checkpoint directory, and where
+    two ranks wrote a file of the same name the lower rank's copy is kept (rank 0 wins).
 
     Args:
         metrics: JSON-serialisable metrics. Rank 0's are recorded.
