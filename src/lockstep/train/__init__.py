@@ -13,13 +13,30 @@ from lockstep._core.config import (
     ScalingConfig,
 )
 from lockstep._core.context import TrainContext
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import (
+    ControllerError,
+    TrainingFailedError,
+    WorkerFailure,
+    WorkerGroupError,
+)
+from lockstep._core.reported import (
+    CheckpointConsistencyMode,
+    CheckpointUploadMode,
+    ReportedCheckpoint,
+    ReportedCheckpointStatus,
+)
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import Backend, BackendConfig
 from lockstep.train import collective, integrations
 from lockstep.train._legacy import Trainer
 from lockstep.train._predictor import BatchPredictor, Predictor
-from lockstep.train._session import get_checkpoint, get_context, get_dataset_shard, report
+from lockstep.train._session import (
+    get_all_reported_checkpoints,
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    report,
+)
 from lockstep.train._trainer import DataParallelTrainer
 
 TRAIN_DATASET_KEY = "train"
@@ -31,10 +48,15 @@ __all__ = [
     "BatchPredictor",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointConsistencyMode",
+    "CheckpointUploadMode",
+    "ControllerError",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
     "Predictor",
+    "ReportedCheckpoint",
+    "ReportedCheckpointStatus",
     "Result",
     "RunConfig",
     "RunContext",
@@ -44,7 +66,9 @@ __all__ = [
     "TrainingFailedError",
     "UserCallback",
     "WorkerFailure",
+    "WorkerGroupError",
     "collective",
+    "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",

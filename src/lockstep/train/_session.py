@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
+from lockstep._core.reported import (
+    CheckpointConsistencyMode,
+    CheckpointUploadMode,
+    ReportedCheckpoint,
+)
 from lockstep._internal.execution import session as _session
 
 
@@ -20,7 +26,14 @@ def _require(api: str) -> _session.Session:
     return current
 
 
-def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+def report(
+    metrics: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+    checkpoint_dir_name: str | None = None,
+    checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+    delete_local_checkpoint_after_upload: bool | None = None,
+    checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
 
     ``report`` is a barrier, as in Ray Train: it returns once every worker has reported
@@ -32,8 +45,19 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> Non
     two ranks wrote a file of the same name the lower rank's copy is kept (rank 0 wins).
 
     Args:
-        metrics: JSON-serialisable metrics. Rank 0's are recorded.
+        metrics: JSON-serialisable metrics. Rank 0's are recorded. 0-d tensors, numpy
+            scalars and 1-element arrays are stored as Python numbers.
         checkpoint: Files to keep, e.g. ``Checkpoint.from_directory(tmpdir)``.
+        checkpoint_dir_name: The checkpoint's directory name in the run directory (rank
+            0's wins), instead of ``checkpoint_000012``.
+        checkpoint_upload_mode: ``SYNC`` (copy before returning), ``ASYNC`` (return once
+            every worker reported; the driver uploads the files, retrying with backoff, and
+            commits while training goes on) or ``NO_UPLOAD`` (the checkpoint is already in
+            the run directory).
+        delete_local_checkpoint_after_upload: Delete the local files once handed over;
+            by default True for ASYNC and False otherwise, as in Ray.
+        checkpoint_upload_fn: ``fn(checkpoint, dir_name) -> Checkpoint`` that puts the
+            files in storage itself; the checkpoint it returns is committed.
 
     Example:
         >>> import tempfile
@@ -46,7 +70,42 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> Non
         ...     DataParallelTrainer(train_func, run_config=run).fit().metrics
         {'epoch': 2, 'loss': 0.3333333333333333}
     """
-    _require("report()").report(metrics, checkpoint)
+    _require("report()").report(
+        metrics,
+        checkpoint,
+        checkpoint_dir_name=checkpoint_dir_name,
+        checkpoint_upload_mode=checkpoint_upload_mode,
+        delete_local_checkpoint_after_upload=delete_local_checkpoint_after_upload,
+        checkpoint_upload_fn=checkpoint_upload_fn,
+    )
+
+
+def get_all_reported_checkpoints(
+    consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
+    timeout_s: float | None = None,
+) -> list[ReportedCheckpoint]:
+    """Every checkpoint of this run that is kept, with rank 0's metrics, oldest first (or
+    by score when ``CheckpointConfig`` sets one).
+
+    Waits first until every checkpoint this worker reported (ASYNC ones too) is
+    committed. lockstep has no validation step, so both consistency modes wait for the
+    same thing; ``timeout_s`` is accepted for Ray's signature.
+
+    Example:
+        >>> import tempfile
+        >>> from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig
+        >>> def train_func():
+        ...     for epoch in range(2):
+        ...         with tempfile.TemporaryDirectory() as d:
+        ...             report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
+        ...     return [c.metrics["epoch"] for c in get_all_reported_checkpoints()]
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     run = RunConfig(storage_path=storage, verbose=0)
+        ...     DataParallelTrainer(train_func, run_config=run).fit().return_value
+        [0, 1]
+    """
+    del consistency_mode, timeout_s  # no validation: committed is final
+    return _require("get_all_reported_checkpoints()").get_all_reported_checkpoints()
 
 
 def get_checkpoint() -> Checkpoint | None:

@@ -25,6 +25,7 @@ from lockstep._internal.controller.failure_policy import FailureDecision, Failur
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
+from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
@@ -99,6 +100,7 @@ class TrainController:
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
         self._spec_offset = 0
+        self._uploads = Uploads(spec.run_dir.upload_dir)
         self.state: State = Starting(attempt=0)
 
     def run(self) -> Result:
@@ -131,6 +133,7 @@ class TrainController:
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
+        self._settle_uploads()
         self._checkpoints.remove_uncommitted()
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
@@ -140,6 +143,7 @@ class TrainController:
             checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
             step_offset=self._checkpoints.state.training_iteration,
         )
+        spec = dataclasses.replace(spec, reported=self._checkpoints.reported())
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
@@ -153,6 +157,7 @@ class TrainController:
         assert self._group is not None
         events = self._group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
+        self._commit_uploaded(failures)
         for event in events:
             try:
                 self._handle(event, failures)
@@ -198,15 +203,17 @@ class TrainController:
         state = self._checkpoints.state
         state.training_iteration += 1
         iteration = state.training_iteration
-        checkpoint = None
+        checkpoint, dir_name = None, None
         assert self._group is not None
         if not step.checkpointed:
             # Release the workers first: everything below is the driver's own bookkeeping.
             self._group.notify(StepDone(step.index))
+        elif step.uploads_async:
+            self._group.notify(StepDone(step.index))
+            dir_name = self._submit_upload(step, iteration)
         else:
-            staged = storage.staging_dir_name(self._spec_offset + step.index)
-            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration)
-            self._group.notify(CheckpointCommitted(step.index, checkpoint))
+            checkpoint = self._commit(step, iteration)
+            dir_name = state.latest
         self._last_metrics = dict(step.metrics)
         self._run_log.append(
             {
@@ -214,15 +221,66 @@ class TrainController:
                 "training_iteration": iteration,
                 "timestamp": step.reports[0].time,
                 "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": state.latest if checkpoint else None,
+                "checkpoint_dir_name": dir_name,
             }
         )
         if checkpoint is not None:
             self._run_log.flush()
+            self._announce(step, iteration, checkpoint)
+        elif not step.checkpointed:
+            self._announce(step, iteration, None)
+
+    def _commit(
+        self, step: Step, iteration: int, reserved: tuple[str, int] | None = None
+    ) -> Checkpoint:
+        """Commit the step's checkpoint and tell every worker."""
+        persisted = [r.persisted for r in step.reports if r.persisted is not None]
+        if persisted:
+            checkpoint = self._checkpoints.adopt(persisted[0], step.metrics, iteration, reserved)
+        else:
+            staged = storage.staging_dir_name(self._spec_offset + step.index)
+            if reserved is None and step.dir_name is not None:
+                reserved = self._checkpoints.reserve(step.dir_name)
+            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration, reserved)
+        if self._group is not None:
+            reported = self._checkpoints.reported()
+            self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
+        return checkpoint
+
+    def _announce(self, step: Step, iteration: int, checkpoint: Checkpoint | None) -> None:
+        state = self._checkpoints.state
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
+
+    def _submit_upload(self, step: Step, iteration: int) -> str:
+        """Hand the step's files to the upload thread; the name it will be committed as."""
+        handoffs = {r.rank: r.handoff for r in step.reports if r.handoff is not None}
+        reserved = self._checkpoints.reserve(step.dir_name)
+        job = UploadJob((step, iteration, reserved), self._spec_offset + step.index, handoffs)
+        self._uploads.submit(job)
+        return reserved[0]
+
+    def _commit_uploaded(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> None:
+        """Commit the ASYNC checkpoints whose files are uploaded, in report order."""
+        for done in self._uploads.finished(wait=wait):
+            step, iteration, reserved = done.job.step
+            if done.error is not None:
+                failures[0] = _upload_failure(done.error)
+                continue
+            checkpoint = self._commit(step, iteration, reserved)
+            self._run_log.flush()
+            self._announce(step, iteration, checkpoint)
+
+    def _settle_uploads(self) -> None:
+        """Before a restart or the end: commit every upload of a complete step, and drop
+        the hand-off files of steps that not every rank reached."""
+        failures: dict[int, WorkerFailure] = {}
+        self._commit_uploaded(failures, wait=True)
+        discard(r.handoff for r in self._steps.pending_reports() if r.handoff is not None)
+        if failures and not isinstance(self.state, Errored):
+            self._failures.update(failures)
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
@@ -235,6 +293,8 @@ class TrainController:
 
     def _close(self, outcome: str) -> None:
         self._stop_group()
+        self._settle_uploads()
+        self._uploads.close()
         self._checkpoints.remove_uncommitted()
         state = self._checkpoints.state
         if isinstance(self.state, Finished):
@@ -293,6 +353,17 @@ def _start_failure(exc: Exception) -> WorkerFailure:
         kind="start",
         summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
         time=time.time(),
+    )
+
+
+def _upload_failure(exc: BaseException) -> WorkerFailure:
+    return WorkerFailure(
+        rank=0,
+        pid=None,
+        kind="upload",
+        summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
+        time=time.time(),
+        retryable=False,
     )
 
 

@@ -31,6 +31,16 @@ class Step:
     def checkpointed(self) -> bool:
         return any(r.checkpointed for r in self.reports)
 
+    @property
+    def uploads_async(self) -> bool:
+        """Every rank that attached files reported them with CheckpointUploadMode.ASYNC."""
+        return all(r.upload == "async" for r in self.reports if r.checkpointed)
+
+    @property
+    def dir_name(self) -> str | None:
+        """The ``checkpoint_dir_name`` given, rank 0's first (as Ray broadcasts it)."""
+        return next((r.dir_name for r in self.reports if r.dir_name), None)
+
 
 class StepAggregator:
     """Collects reports from ``world_size`` workers into steps.
@@ -68,6 +78,10 @@ class StepAggregator:
 
     def all_finished(self) -> bool:
         return len(self._finished) == self._world_size
+
+    def pending_reports(self) -> list[Report]:
+        """Reports of steps that not every rank has reached."""
+        return [r for reports in self._pending.values() for r in reports.values()]
 
     def waiting(self) -> list[int]:
         """The ranks waiting in ``report()`` for others to report the same step."""

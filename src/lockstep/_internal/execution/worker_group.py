@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import selectors
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class WorkerGroupSpec:
     num_cpus_per_worker: float = 1.0
     num_gpus_per_worker: float = 0.0
     sys_path: tuple[str, ...] = ()
+    reported: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     def worker_start(self, context: TrainContext) -> WorkerStart:
         rank = context.world_rank
@@ -69,6 +71,8 @@ class WorkerGroupSpec:
             score_attribute=self.score_attribute,
             datasets=self.datasets[rank] if self.datasets else {},
             sys_path=self.sys_path,
+            reported=self.reported,
+            driver_host=socket.gethostname(),
         )
 
 

@@ -243,6 +243,14 @@ def test_a_death_while_others_wait_in_report_names_every_count(tmp_path):
     )
 
 
+def test_start_failure_raises_controller_error(tmp_path):
+    from lockstep._core.errors import ControllerError
+
+    controller, _, _ = make_controller(tmp_path, [[]], fail_start=True)
+    with pytest.raises(ControllerError, match="could not be started"):
+        controller.run()
+
+
 def test_start_failure_counts_as_a_failure(tmp_path):
     script = [[returned(0, 0), returned(1, 0)]]
     controller, log, _ = make_controller(tmp_path, [[], script], max_failures=1, fail_start=True)
