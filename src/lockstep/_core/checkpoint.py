@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
+import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lockstep._core import storage
@@ -16,6 +18,11 @@ if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
 METADATA_FILE = ".metadata.json"
+# Ray AIR's dict checkpoints: the dict, pickled, as the directory's one file.
+DICT_FILE = "dict_checkpoint.pkl"
+# A directory checkpoint as a dict (Ray AIR's key): the directory as tar bytes.
+DIR_BYTES_KEY = "fs_checkpoint"
+_model_loaders: list[Callable[[Checkpoint], Any]] = []
 # The fitted preprocessor, as hex-encoded cloudpickle in the metadata, as Ray stores it.
 PREPROCESSOR_KEY = "preprocessor_pkl"
 
@@ -153,6 +160,86 @@ class Checkpoint:
         """Save ``preprocessor`` (pickled) in this checkpoint's metadata."""
         self.update_metadata({PREPROCESSOR_KEY: preprocessor_metadata(preprocessor)})
 
+    # Ray AIR's conversions (Ray 2.0 to 2.6), which the older material uses.
+
+    def to_bytes(self) -> bytes:
+        """The checkpoint's files as one tar archive, for :meth:`from_bytes`.
+
+        Example:
+            >>> import os, shutil, tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     _ = open(os.path.join(d, "w.txt"), "w").write("42")
+            ...     data = Checkpoint.from_directory(d).to_bytes()
+            >>> copy = Checkpoint.from_bytes(data)
+            >>> open(os.path.join(copy.path, "w.txt")).read()
+            '42'
+            >>> shutil.rmtree(copy.path)
+        """
+        buffer = io.BytesIO()
+        with self.as_directory() as local, tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name in sorted(os.listdir(local)):
+                tar.add(os.path.join(local, name), arcname=name)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Checkpoint:
+        """A checkpoint in a new temporary directory, from :meth:`to_bytes`'s archive.
+
+        The caller owns the directory (``checkpoint.path``).
+        """
+        target = tempfile.mkdtemp(prefix="lockstep-ckpt-")
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(target, filter="data")
+        return cls(target)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict a :meth:`from_dict` checkpoint holds; for a directory of files, the
+        directory as archive bytes under ``"fs_checkpoint"`` (as Ray AIR had it).
+
+        Example:
+            >>> import shutil
+            >>> checkpoint = Checkpoint.from_dict({"epoch": 3, "weights": [0.5]})
+            >>> checkpoint.to_dict()
+            {'epoch': 3, 'weights': [0.5]}
+            >>> shutil.rmtree(checkpoint.path)
+        """
+        import cloudpickle
+
+        if self.filesystem.exists(self._join(DICT_FILE)):
+            with self.filesystem.open(self._join(DICT_FILE), "rb") as f:
+                loaded: dict[str, Any] = cloudpickle.loads(f.read())
+            return loaded
+        return {DIR_BYTES_KEY: self.to_bytes()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """A checkpoint of ``data`` (pickled) in a new temporary directory the caller owns."""
+        import cloudpickle
+
+        if set(data) == {DIR_BYTES_KEY}:
+            return cls.from_bytes(data[DIR_BYTES_KEY])
+        target = tempfile.mkdtemp(prefix="lockstep-ckpt-")
+        with open(os.path.join(target, DICT_FILE), "wb") as f:
+            f.write(cloudpickle.dumps(dict(data)))
+        return cls(target)
+
+    def load_model(self) -> Any:
+        """The trained model in this checkpoint, as a ``lockstep.train.Model`` whose
+        ``predict(dataset)`` applies the saved preprocessor, then the model.
+
+        Recognises the checkpoints of lockstep's trainers and framework checkpoints
+        (XGBoost, LightGBM, scikit-learn, torch).
+        """
+        for loader in _model_loaders:
+            model = loader(self)
+            if model is not None:
+                return model
+        raise ValueError(
+            f"{self!r} holds no model lockstep recognises. HINT: load it yourself with "
+            "checkpoint.as_directory(), or save it with a framework checkpoint such as "
+            "XGBoostCheckpoint.from_model(booster)"
+        )
+
     def _join(self, name: str) -> str:
         if self.is_local:
             return os.path.join(self.path, name)
@@ -180,6 +267,13 @@ class Checkpoint:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self._fs = state["fs"]
+
+
+def register_model_loader(loader: Callable[[Checkpoint], Any]) -> None:
+    """Add a way for :meth:`Checkpoint.load_model` to recognise a model (lockstep.train
+    registers its own: a layer below it cannot import the frameworks' predictors)."""
+    if loader not in _model_loaders:
+        _model_loaders.append(loader)
 
 
 def preprocessor_metadata(preprocessor: Any) -> str:

@@ -3,6 +3,9 @@
 The same names as ``ray.train``: migrating is a change of imports.
 """
 
+import importlib
+from types import ModuleType
+
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import (
@@ -28,7 +31,15 @@ from lockstep._core.reported import (
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import Backend, BackendConfig
 from lockstep.train import collective, integrations
-from lockstep.train._legacy import Trainer
+from lockstep.train._legacy import Trainer, TrainingIterator
+from lockstep.train._legacy_session import (
+    load_checkpoint,
+    local_rank,
+    save_checkpoint,
+    world_rank,
+    world_size,
+)
+from lockstep.train._model import Model
 from lockstep.train._predictor import BatchPredictor, Predictor
 from lockstep.train._session import (
     get_all_reported_checkpoints,
@@ -54,6 +65,7 @@ __all__ = [
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "Model",
     "Predictor",
     "ReportedCheckpoint",
     "ReportedCheckpointStatus",
@@ -64,6 +76,7 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "TrainingIterator",
     "UserCallback",
     "WorkerFailure",
     "WorkerGroupError",
@@ -73,5 +86,20 @@ __all__ = [
     "get_context",
     "get_dataset_shard",
     "integrations",
+    "load_checkpoint",
+    "local_rank",
     "report",
+    "save_checkpoint",
+    "world_rank",
+    "world_size",
 ]
+
+# Ray 1.x material reaches frameworks as attributes: ``import ray.train as train`` then
+# ``train.torch.prepare_model(...)``; they load on first access, keeping the import light.
+_FRAMEWORKS = frozenset({"torch", "xgboost", "lightgbm", "sklearn"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _FRAMEWORKS:
+        return importlib.import_module(f"lockstep.train.{name}")
+    raise AttributeError(f"module 'lockstep.train' has no attribute {name!r}")

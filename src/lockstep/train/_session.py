@@ -27,12 +27,13 @@ def _require(api: str) -> _session.Session:
 
 
 def report(
-    metrics: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
     checkpoint: Checkpoint | None = None,
     checkpoint_dir_name: str | None = None,
     checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
     delete_local_checkpoint_after_upload: bool | None = None,
     checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+    **legacy_metrics: Any,
 ) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
 
@@ -58,6 +59,7 @@ def report(
             by default True for ASYNC and False otherwise, as in Ray.
         checkpoint_upload_fn: ``fn(checkpoint, dir_name) -> Checkpoint`` that puts the
             files in storage itself; the checkpoint it returns is committed.
+        **legacy_metrics: Ray 1.x's ``train.report(loss=0.5)``: the metrics as keywords.
 
     Example:
         >>> import tempfile
@@ -70,8 +72,15 @@ def report(
         ...     DataParallelTrainer(train_func, run_config=run).fit().metrics
         {'epoch': 2, 'loss': 0.3333333333333333}
     """
+    if legacy_metrics:
+        if metrics is not None:
+            raise TypeError(
+                "report() takes metrics as a dict or as keywords, not both. HINT: "
+                "train.report({**metrics, **more})"
+            )
+        metrics = legacy_metrics
     _require("report()").report(
-        metrics,
+        metrics if metrics is not None else {},
         checkpoint,
         checkpoint_dir_name=checkpoint_dir_name,
         checkpoint_upload_mode=checkpoint_upload_mode,

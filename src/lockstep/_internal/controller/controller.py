@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from lockstep._core import storage
@@ -105,6 +105,17 @@ class TrainController:
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise)."""
+        steps = self.iter_run()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result: Result = done.value
+                return result
+
+    def iter_run(self) -> Generator[None, None, Result]:
+        """:meth:`run`, yielding after each transition; returns the Result at the end
+        (for callers that interleave their own work, such as ``Trainer.run_iterator``)."""
         resumed = self._checkpoints.state.latest
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
@@ -113,6 +124,7 @@ class TrainController:
         try:
             while not isinstance(self.state, Finished | Errored):
                 self.step()
+                yield
             outcome = "finished" if isinstance(self.state, Finished) else "failed"
         finally:
             self._close(outcome)
