@@ -92,7 +92,7 @@ class TorchPredictor(Predictor):
     ) -> pd.DataFrame:
         features = select_features(data, feature_columns, "model")
         with torch.no_grad():
-            out = self.model(torch.as_tensor(features.to_numpy(dtype="float32")))
+            out = self.model(torch.tensor(features.to_numpy(dtype="float32")))
         values = out.numpy()
         if values.ndim == 2 and values.shape[1] == 1:
             values = values[:, 0]
