@@ -155,7 +155,7 @@ def test_framework_checkpoints_round_trip(frame):
         assert torch.equal(torch_ckpt.get_model().weight, linear.weight)
         restored = state_ckpt.get_model(torch.nn.Linear(1, 1))
         assert torch.equal(restored.weight, linear.weight)
-        with pytest.raises(ValueError, match="holds a state dict.*HINT"):
+        with pytest.raises(ValueError, match=r"holds a state dict.*HINT"):
             state_ckpt.get_model()
     finally:
         for checkpoint in checkpoints:
@@ -164,8 +164,9 @@ def test_framework_checkpoints_round_trip(frame):
 
 def test_load_model_predicts_a_dataset_with_the_saved_preprocessor(frame, run_config):
     """The material's export example: result.checkpoint.load_model().predict(dataset)."""
-    from lockstep.train.sklearn import SklearnTrainer
     from sklearn.linear_model import LinearRegression
+
+    from lockstep.train.sklearn import SklearnTrainer
 
     scaler = StandardScaler(["x"])
     trainer = SklearnTrainer(

@@ -1,4 +1,5 @@
 import os
+import pathlib
 import pickle
 
 import pytest
@@ -86,8 +87,8 @@ def test_to_bytes_and_from_bytes_round_trip(local_dir):
 
     copy = Checkpoint.from_bytes(Checkpoint.from_directory(local_dir).to_bytes())
     try:
-        assert open(os.path.join(copy.path, "sub", "opt.txt")).read() == "opt"
-        assert open(os.path.join(copy.path, "model.txt")).read() == "weights"
+        assert pathlib.Path(copy.path, "sub", "opt.txt").read_text() == "opt"
+        assert pathlib.Path(copy.path, "model.txt").read_text() == "weights"
     finally:
         shutil.rmtree(copy.path)
 
@@ -103,7 +104,7 @@ def test_to_dict_and_from_dict_round_trip(local_dir):
     # a directory of files goes through a dict and comes back whole
     again = Checkpoint.from_dict(Checkpoint.from_directory(local_dir).to_dict())
     try:
-        assert open(os.path.join(again.path, "sub", "opt.txt")).read() == "opt"
+        assert pathlib.Path(again.path, "sub", "opt.txt").read_text() == "opt"
     finally:
         shutil.rmtree(again.path)
 
@@ -112,5 +113,5 @@ def test_load_model_of_files_no_framework_wrote_is_a_clear_error(tmp_path):
     import lockstep.train  # noqa: F401  (registers the frameworks' loaders)
 
     (tmp_path / "weights.bin").write_bytes(b"0")
-    with pytest.raises(ValueError, match="holds no model lockstep recognises.*HINT"):
+    with pytest.raises(ValueError, match=r"holds no model lockstep recognises.*HINT"):
         Checkpoint.from_directory(tmp_path).load_model()
