@@ -12,9 +12,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lockstep._core import storage
+from lockstep._core import pyarrow_fs, storage
 
 if TYPE_CHECKING:
+    import pyarrow.fs
     from fsspec import AbstractFileSystem
 
 METADATA_FILE = ".metadata.json"
@@ -34,8 +35,10 @@ class Checkpoint:
     into the run directory; :meth:`to_directory` and :meth:`as_directory` read them back.
 
     Args:
-        path: A local path or a URL such as ``s3://bucket/runs/exp/checkpoint_000003``.
-        filesystem: An fsspec filesystem, when ``path`` is a path on it.
+        path: A local path or a URL such as ``s3://bucket/runs/exp/checkpoint_000003``
+            (pyarrow's query options, ``?region=...&endpoint_override=...``, work too).
+        filesystem: A ``pyarrow.fs.FileSystem`` (or an fsspec one) when ``path`` is a
+            path on it.
 
     Example:
         >>> import os, tempfile
@@ -47,13 +50,13 @@ class Checkpoint:
         42
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], filesystem: AbstractFileSystem | None = None
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], filesystem: Any = None) -> None:
         text = os.fspath(path)
         if filesystem is None:
-            filesystem, text = storage.resolve(text)
-        self._fs = filesystem
+            fs, text = storage.resolve(text)
+        else:
+            fs = pyarrow_fs.to_fsspec(filesystem)
+        self._fs: AbstractFileSystem | None = fs
         self.path = text
 
     @classmethod
@@ -73,8 +76,13 @@ class Checkpoint:
         return cls(text)
 
     @property
-    def filesystem(self) -> AbstractFileSystem:
-        """The fsspec filesystem the checkpoint lives on."""
+    def filesystem(self) -> pyarrow.fs.FileSystem:
+        """The ``pyarrow.fs.FileSystem`` the checkpoint lives on, as in Ray."""
+        return pyarrow_fs.to_pyarrow(self._fs)
+
+    @property
+    def _fsspec(self) -> AbstractFileSystem:
+        """The fsspec filesystem lockstep reads and writes the checkpoint through."""
         if self._fs is None:
             self._fs = storage.local_filesystem()
         return self._fs
@@ -97,7 +105,7 @@ class Checkpoint:
         if self.is_local:
             shutil.copytree(self.path, target, dirs_exist_ok=True)
         else:
-            storage.download_dir(self.filesystem, self.path, target)
+            storage.download_dir(self._fsspec, self.path, target)
         return target
 
     @contextlib.contextmanager
@@ -119,9 +127,9 @@ class Checkpoint:
     def get_metadata(self) -> dict[str, Any]:
         """The JSON metadata stored with the checkpoint; empty when none was set."""
         target = self._join(METADATA_FILE)
-        if not self.filesystem.exists(target):
+        if not self._fsspec.exists(target):
             return {}
-        with self.filesystem.open(target, "rb") as f:
+        with self._fsspec.open(target, "rb") as f:
             loaded: dict[str, Any] = json.loads(f.read().decode("utf-8"))
         return loaded
 
@@ -134,7 +142,7 @@ class Checkpoint:
                 f"checkpoint metadata must be JSON-serialisable: {exc}. "
                 "HINT: store numbers, strings, lists and dicts only"
             ) from exc
-        with self.filesystem.open(self._join(METADATA_FILE), "wb") as f:
+        with self._fsspec.open(self._join(METADATA_FILE), "wb") as f:
             f.write(data)
 
     def update_metadata(self, metadata: Mapping[str, Any]) -> None:
@@ -205,8 +213,8 @@ class Checkpoint:
         """
         import cloudpickle
 
-        if self.filesystem.exists(self._join(DICT_FILE)):
-            with self.filesystem.open(self._join(DICT_FILE), "rb") as f:
+        if self._fsspec.exists(self._join(DICT_FILE)):
+            with self._fsspec.open(self._join(DICT_FILE), "rb") as f:
                 loaded: dict[str, Any] = cloudpickle.loads(f.read())
             return loaded
         return {DIR_BYTES_KEY: self.to_bytes()}
