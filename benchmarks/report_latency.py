@@ -2,7 +2,7 @@
 
 2 workers x 2000 reports; each worker times every call. Baseline, in the same run: a
 spawned process timing 2000 sends of the same dict over a multiprocessing pipe.
-Target: p50 under 0.2 ms (report is a message, not a barrier).
+Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the driver.
 
     python benchmarks/report_latency.py [--reports 2000]
 """

@@ -17,8 +17,8 @@ import sklearn.datasets
 
 from lockstep.data import from_pandas
 from lockstep.data.preprocessors import Chain, Repartitioner, Scaler
-from lockstep.train import BatchPredictor, RunConfig
-from lockstep.train.xgboost import XGBoostPredictor, XGBoostTrainer
+from lockstep.train import RunConfig
+from lockstep.train.xgboost import XGBoostTrainer
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def main() -> None:
 
     # Example 6-18: the model, from the checkpoint, predicting
     this_checkpoint = result.checkpoint
-    this_model = BatchPredictor.from_checkpoint(this_checkpoint, XGBoostPredictor)
+    this_model = this_checkpoint.load_model()
     predicted = this_model.predict(predict_ds)
     print(predicted.to_pandas())
 

@@ -17,7 +17,7 @@ from types import ModuleType
 __version__ = "0.1.0"
 __all__ = ["__version__", "data", "testing", "train"]
 
-_SUBPACKAGES = frozenset({"data", "testing", "train", "tune"})
+_SUBPACKAGES = frozenset({"air", "data", "testing", "train", "tune"})
 
 
 def __getattr__(name: str) -> ModuleType:

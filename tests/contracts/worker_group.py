@@ -409,3 +409,100 @@ class ProcessDeathContract(WorkerGroupContract):
             r"while rank 0 waits in barrier\(\)",
         ):
             self.fit(train_func, scaling_config, run_config)
+
+    # report() is a barrier (Ray's contract), and a mismatch never hangs
+
+    def test_report_is_a_barrier(self, scaling_config, run_config, tmp_path):
+        """A rank never gets past report(k) before every rank reported step k."""
+        marks = tmp_path / "marks"
+        marks.mkdir()
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            for i in range(3):
+                if rank == 0 and i == 1:
+                    raise RuntimeError("rank 0 fails before its second report")
+                train.report({"i": i})
+                (marks / f"rank{rank}-{i}").touch()
+
+        with pytest.raises(TrainingFailedError, match="rank 0 fails before its second report"):
+            self.fit(train_func, scaling_config, run_config)
+        # rank 1 could pass report 0 at most: report 1 waits for rank 0, which never comes
+        assert {p.name for p in marks.iterdir()} <= {"rank0-0", "rank1-0"}
+
+    def test_checkpoints_before_a_raise_are_all_committed(self, scaling_config, run_config):
+        """Ray commits every checkpoint reported before a rank raises; so does lockstep."""
+
+        def train_func():
+            for i in range(3):
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    train.report({"i": i}, checkpoint=Checkpoint.from_directory(d))
+            if train.get_context().get_world_rank() == 0:
+                raise RuntimeError("after the last report")
+
+        with pytest.raises(TrainingFailedError, match="after the last report"):
+            self.fit(train_func, scaling_config, run_config)
+        run_dir = os.path.join(run_config.storage_path, os.listdir(run_config.storage_path)[0])
+        committed = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_"))
+        assert committed == ["checkpoint_000000", "checkpoint_000001", "checkpoint_000002"]
+
+    def test_report_count_mismatch_names_every_rank_count(self, scaling_config, run_config):
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            for i in range(3 if rank == 0 else 2):
+                train.report({"i": i})
+
+        with pytest.raises(
+            TrainingFailedError,
+            match=r"rank 1 returned after 2 reports while rank 0 waits in its report number 3 "
+            r"\(reports: rank 0: 3, rank 1: 2 \(returned\)\)",
+        ):
+            self.fit(train_func, scaling_config, run_config)
+
+    def test_death_while_another_waits_in_report_names_every_count(
+        self, scaling_config, run_config
+    ):
+        def train_func():
+            train.report({"i": 0})
+            if train.get_context().get_world_rank() == 1:
+                os._exit(3)
+            train.report({"i": 1})
+
+        with pytest.raises(
+            TrainingFailedError, match=r"rank 1 \(pid \d+\).* \(reports: rank 0: [12], rank 1: 1\)"
+        ):
+            self.fit(train_func, scaling_config, run_config)
+        assert not worker_processes()
+
+    @pytest.mark.parametrize("repeat", range(3))
+    def test_exit_right_after_report_keeps_that_report(
+        self, scaling_config, run_config, tmp_path, repeat
+    ):
+        """What a worker sent before it died is handled before its death: the restart
+        resumes from the checkpoint reported just before the exit, never an older one."""
+        died = tmp_path / "died"
+
+        def train_func():
+            start = 0
+            if checkpoint := train.get_checkpoint():
+                start = checkpoint.get_metadata()["epoch"] + 1
+            for epoch in range(start, 3):
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    ckpt = Checkpoint.from_directory(d)
+                    ckpt.set_metadata({"epoch": epoch})
+                    train.report({"epoch": epoch}, checkpoint=ckpt)
+                if epoch == 1 and train.get_context().get_world_rank() == 1 and not died.exists():
+                    died.touch()
+                    os._exit(1)
+            return start
+
+        config = RunConfig(
+            name="drain",
+            storage_path=run_config.storage_path,
+            verbose=0,
+            failure_config=FailureConfig(max_failures=1),
+        )
+        result = self.fit(train_func, scaling_config, config)
+        assert died.exists()
+        assert result.return_value == 2  # resumed after epoch 1, not from epoch 0
+        assert epochs_in(result) == [0, 1, 2]

@@ -10,6 +10,9 @@ import pytest
 
 PUBLIC_MODULES = [
     "lockstep",
+    "lockstep.air",
+    "lockstep.air.config",
+    "lockstep.air.session",
     "lockstep.cli",
     "lockstep.data",
     "lockstep.data.aggregate",

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
+import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lockstep._core import storage
+from lockstep._core import pyarrow_fs, storage
 
 if TYPE_CHECKING:
+    import pyarrow.fs
     from fsspec import AbstractFileSystem
 
 METADATA_FILE = ".metadata.json"
+# Ray AIR's dict checkpoints: the dict, pickled, as the directory's one file.
+DICT_FILE = "dict_checkpoint.pkl"
+# A directory checkpoint as a dict (Ray AIR's key): the directory as tar bytes.
+DIR_BYTES_KEY = "fs_checkpoint"
+_model_loaders: list[Callable[[Checkpoint], Any]] = []
 # The fitted preprocessor, as hex-encoded cloudpickle in the metadata, as Ray stores it.
 PREPROCESSOR_KEY = "preprocessor_pkl"
 
@@ -27,8 +35,10 @@ class Checkpoint:
     into the run directory; :meth:`to_directory` and :meth:`as_directory` read them back.
 
     Args:
-        path: A local path or a URL such as ``s3://bucket/runs/exp/checkpoint_000003``.
-        filesystem: An fsspec filesystem, when ``path`` is a path on it.
+        path: A local path or a URL such as ``s3://bucket/runs/exp/checkpoint_000003``
+            (pyarrow's query options, ``?region=...&endpoint_override=...``, work too).
+        filesystem: A ``pyarrow.fs.FileSystem`` (or an fsspec one) when ``path`` is a
+            path on it.
 
     Example:
         >>> import os, tempfile
@@ -40,13 +50,13 @@ class Checkpoint:
         42
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], filesystem: AbstractFileSystem | None = None
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], filesystem: Any = None) -> None:
         text = os.fspath(path)
         if filesystem is None:
-            filesystem, text = storage.resolve(text)
-        self._fs = filesystem
+            fs, text = storage.resolve(text)
+        else:
+            fs = pyarrow_fs.to_fsspec(filesystem)
+        self._fs: AbstractFileSystem | None = fs
         self.path = text
 
     @classmethod
@@ -66,8 +76,13 @@ class Checkpoint:
         return cls(text)
 
     @property
-    def filesystem(self) -> AbstractFileSystem:
-        """The fsspec filesystem the checkpoint lives on."""
+    def filesystem(self) -> pyarrow.fs.FileSystem:
+        """The ``pyarrow.fs.FileSystem`` the checkpoint lives on, as in Ray."""
+        return pyarrow_fs.to_pyarrow(self._fs)
+
+    @property
+    def _fsspec(self) -> AbstractFileSystem:
+        """The fsspec filesystem lockstep reads and writes the checkpoint through."""
         if self._fs is None:
             self._fs = storage.local_filesystem()
         return self._fs
@@ -90,7 +105,7 @@ class Checkpoint:
         if self.is_local:
             shutil.copytree(self.path, target, dirs_exist_ok=True)
         else:
-            storage.download_dir(self.filesystem, self.path, target)
+            storage.download_dir(self._fsspec, self.path, target)
         return target
 
     @contextlib.contextmanager
@@ -112,9 +127,9 @@ class Checkpoint:
     def get_metadata(self) -> dict[str, Any]:
         """The JSON metadata stored with the checkpoint; empty when none was set."""
         target = self._join(METADATA_FILE)
-        if not self.filesystem.exists(target):
+        if not self._fsspec.exists(target):
             return {}
-        with self.filesystem.open(target, "rb") as f:
+        with self._fsspec.open(target, "rb") as f:
             loaded: dict[str, Any] = json.loads(f.read().decode("utf-8"))
         return loaded
 
@@ -127,7 +142,7 @@ class Checkpoint:
                 f"checkpoint metadata must be JSON-serialisable: {exc}. "
                 "HINT: store numbers, strings, lists and dicts only"
             ) from exc
-        with self.filesystem.open(self._join(METADATA_FILE), "wb") as f:
+        with self._fsspec.open(self._join(METADATA_FILE), "wb") as f:
             f.write(data)
 
     def update_metadata(self, metadata: Mapping[str, Any]) -> None:
@@ -152,6 +167,86 @@ class Checkpoint:
     def set_preprocessor(self, preprocessor: Any) -> None:
         """Save ``preprocessor`` (pickled) in this checkpoint's metadata."""
         self.update_metadata({PREPROCESSOR_KEY: preprocessor_metadata(preprocessor)})
+
+    # Ray AIR's conversions (Ray 2.0 to 2.6), which the older material uses.
+
+    def to_bytes(self) -> bytes:
+        """The checkpoint's files as one tar archive, for :meth:`from_bytes`.
+
+        Example:
+            >>> import os, shutil, tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     _ = open(os.path.join(d, "w.txt"), "w").write("42")
+            ...     data = Checkpoint.from_directory(d).to_bytes()
+            >>> copy = Checkpoint.from_bytes(data)
+            >>> open(os.path.join(copy.path, "w.txt")).read()
+            '42'
+            >>> shutil.rmtree(copy.path)
+        """
+        buffer = io.BytesIO()
+        with self.as_directory() as local, tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name in sorted(os.listdir(local)):
+                tar.add(os.path.join(local, name), arcname=name)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Checkpoint:
+        """A checkpoint in a new temporary directory, from :meth:`to_bytes`'s archive.
+
+        The caller owns the directory (``checkpoint.path``).
+        """
+        target = tempfile.mkdtemp(prefix="lockstep-ckpt-")
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(target, filter="data")
+        return cls(target)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict a :meth:`from_dict` checkpoint holds; for a directory of files, the
+        directory as archive bytes under ``"fs_checkpoint"`` (as Ray AIR had it).
+
+        Example:
+            >>> import shutil
+            >>> checkpoint = Checkpoint.from_dict({"epoch": 3, "weights": [0.5]})
+            >>> checkpoint.to_dict()
+            {'epoch': 3, 'weights': [0.5]}
+            >>> shutil.rmtree(checkpoint.path)
+        """
+        import cloudpickle
+
+        if self._fsspec.exists(self._join(DICT_FILE)):
+            with self._fsspec.open(self._join(DICT_FILE), "rb") as f:
+                loaded: dict[str, Any] = cloudpickle.loads(f.read())
+            return loaded
+        return {DIR_BYTES_KEY: self.to_bytes()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """A checkpoint of ``data`` (pickled) in a new temporary directory the caller owns."""
+        import cloudpickle
+
+        if set(data) == {DIR_BYTES_KEY}:
+            return cls.from_bytes(data[DIR_BYTES_KEY])
+        target = tempfile.mkdtemp(prefix="lockstep-ckpt-")
+        with open(os.path.join(target, DICT_FILE), "wb") as f:
+            f.write(cloudpickle.dumps(dict(data)))
+        return cls(target)
+
+    def load_model(self) -> Any:
+        """The trained model in this checkpoint, as a ``lockstep.train.Model`` whose
+        ``predict(dataset)`` applies the saved preprocessor, then the model.
+
+        Recognises the checkpoints of lockstep's trainers and framework checkpoints
+        (XGBoost, LightGBM, scikit-learn, torch).
+        """
+        for loader in _model_loaders:
+            model = loader(self)
+            if model is not None:
+                return model
+        raise ValueError(
+            f"{self!r} holds no model lockstep recognises. HINT: load it yourself with "
+            "checkpoint.as_directory(), or save it with a framework checkpoint such as "
+            "XGBoostCheckpoint.from_model(booster)"
+        )
 
     def _join(self, name: str) -> str:
         if self.is_local:
@@ -180,6 +275,13 @@ class Checkpoint:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self._fs = state["fs"]
+
+
+def register_model_loader(loader: Callable[[Checkpoint], Any]) -> None:
+    """Add a way for :meth:`Checkpoint.load_model` to recognise a model (lockstep.train
+    registers its own: a layer below it cannot import the frameworks' predictors)."""
+    if loader not in _model_loaders:
+        _model_loaders.append(loader)
 
 
 def preprocessor_metadata(preprocessor: Any) -> str:

@@ -275,8 +275,11 @@ class RunConfig:
         name: The run directory's name. Running again with the same name and storage path
             continues that run from its latest committed checkpoint. Default: a new,
             timestamped name for each trainer.
-        storage_path: A local directory or an fsspec URL (``s3://bucket/runs``).
+        storage_path: A local directory or a URL (``s3://bucket/runs``, with pyarrow's
+            query options if needed: ``s3://bucket/runs?region=eu-west-1``).
             Default: ``~/lockstep_results``.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` (or an fsspec one) to write to;
+            ``storage_path`` is then a path on it, without a URI prefix (as in Ray).
         checkpoint_config: Which checkpoints to keep.
         failure_config: How to recover from failures.
         callbacks: :class:`UserCallback` instances, called in the driver.
@@ -289,6 +292,7 @@ class RunConfig:
 
     name: str | None = None
     storage_path: str | os.PathLike[str] | None = None
+    storage_filesystem: Any = None
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     failure_config: FailureConfig = field(default_factory=FailureConfig)
     callbacks: Sequence[UserCallback] = ()
@@ -306,6 +310,7 @@ class RunConfig:
             raise ValueError(
                 f"storage_path must be a path or URL string, got {type(self.storage_path).__name__}"
             )
+        self._check_storage_filesystem()
         self._check_type("checkpoint_config", CheckpointConfig)
         self._check_type("failure_config", FailureConfig)
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
@@ -319,6 +324,19 @@ class RunConfig:
             raise ValueError(
                 f"verbose must be 0, 1 or 2, got {self.verbose!r}. "
                 "HINT: 0 silences progress, 1 shows it, 2 also prints every report"
+            )
+
+    def _check_storage_filesystem(self) -> None:
+        if self.storage_filesystem is None:
+            return
+        from lockstep._core.pyarrow_fs import to_fsspec
+
+        to_fsspec(self.storage_filesystem)  # raises for anything but a filesystem
+        if self.storage_path is None or "://" in os.fspath(self.storage_path):
+            raise ValueError(
+                f"storage_filesystem is set, so storage_path must be a path on it without a "
+                f"URI prefix, got {self.storage_path!r}. HINT: "
+                "RunConfig(storage_path='bucket/runs', storage_filesystem=fs)"
             )
 
     def _check_type(self, name: str, kind: type) -> None:

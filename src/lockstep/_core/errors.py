@@ -88,4 +88,31 @@ class TrainingFailedError(RuntimeError):
         others = [f for r, f in sorted(failures.items()) if f is not first]
         if others:
             lines += ["", "Other workers:"] + [f"  {f.summary}" for f in others]
-        return cls("\n".join(lines), failures)
+        if cls is TrainingFailedError:  # Ray's subclasses: who failed, workers or controller
+            started = any(f.kind != "start" for f in failures.values())
+            cls = WorkerGroupError if started else ControllerError
+        error = cls("\n".join(lines), failures)
+        # As Ray chains it: the worker's own exception, rebuilt here, is the cause.
+        error.__cause__ = first.exception
+        return error
+
+
+class WorkerGroupError(TrainingFailedError):
+    """The workers failed: an exception in the training function, a death, a misuse.
+
+    ``fit()`` raises it once ``FailureConfig.max_failures`` restarts are used up;
+    ``__cause__`` is the exception the failing worker raised, when it could be sent back.
+
+    Example:
+        >>> issubclass(WorkerGroupError, TrainingFailedError)
+        True
+    """
+
+
+class ControllerError(TrainingFailedError):
+    """The run failed outside the training function: the workers could not be started.
+
+    Example:
+        >>> issubclass(ControllerError, TrainingFailedError)
+        True
+    """

@@ -7,14 +7,14 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lockstep._core import storage
+from lockstep._core import pyarrow_fs, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.run_state import RunState
 
 if TYPE_CHECKING:
     import pandas as pd
-    from fsspec import AbstractFileSystem
+    import pyarrow.fs
 
 
 @dataclass
@@ -53,9 +53,9 @@ class Result:
     _dataframe: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def filesystem(self) -> AbstractFileSystem | None:
-        """The fsspec filesystem of the run directory."""
-        return self._run_dir.fs if self._run_dir is not None else None
+    def filesystem(self) -> pyarrow.fs.FileSystem | None:
+        """The ``pyarrow.fs.FileSystem`` of the run directory, as in Ray."""
+        return pyarrow_fs.to_pyarrow(self._run_dir.fs) if self._run_dir is not None else None
 
     @property
     def metrics_dataframe(self) -> pd.DataFrame | None:
@@ -80,16 +80,17 @@ class Result:
         return pick(scored, key=lambda item: item[1])[0]
 
     @classmethod
-    def from_path(
-        cls, path: str | os.PathLike[str], storage_filesystem: AbstractFileSystem | None = None
-    ) -> Result:
+    def from_path(cls, path: str | os.PathLike[str], storage_filesystem: Any = None) -> Result:
         """Read the result of the run whose directory is ``path``.
+
+        ``storage_filesystem`` is a ``pyarrow.fs.FileSystem`` (or an fsspec one) when
+        ``path`` is a path on it, without a URI prefix, as Ray takes it.
 
         Raises:
             FileNotFoundError: ``path`` holds no lockstep run.
         """
         run_dir = (
-            storage.StorageDir(storage_filesystem, os.fspath(path))
+            storage.StorageDir(pyarrow_fs.to_fsspec(storage_filesystem), os.fspath(path))
             if storage_filesystem is not None
             else storage.StorageDir.from_uri(path)
         )

@@ -72,6 +72,10 @@ def resolve(path: str | os.PathLike[str]) -> tuple[AbstractFileSystem | None, st
         text = text[len("file://") :]
     if not is_uri(text):
         return None, os.path.abspath(os.path.expanduser(text))
+    if "?" in text:  # pyarrow's query options: region, endpoint_override, scheme, ...
+        from lockstep._core.pyarrow_fs import from_uri_with_options
+
+        return from_uri_with_options(text)
     from fsspec.core import url_to_fs
 
     fs, stripped = url_to_fs(text)

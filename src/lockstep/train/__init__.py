@@ -3,6 +3,9 @@
 The same names as ``ray.train``: migrating is a change of imports.
 """
 
+import importlib
+from types import ModuleType
+
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import (
@@ -13,13 +16,38 @@ from lockstep._core.config import (
     ScalingConfig,
 )
 from lockstep._core.context import TrainContext
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import (
+    ControllerError,
+    TrainingFailedError,
+    WorkerFailure,
+    WorkerGroupError,
+)
+from lockstep._core.reported import (
+    CheckpointConsistencyMode,
+    CheckpointUploadMode,
+    ReportedCheckpoint,
+    ReportedCheckpointStatus,
+)
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import Backend, BackendConfig
 from lockstep.train import collective, integrations
-from lockstep.train._legacy import Trainer
+from lockstep.train._legacy import Trainer, TrainingIterator
+from lockstep.train._legacy_session import (
+    load_checkpoint,
+    local_rank,
+    save_checkpoint,
+    world_rank,
+    world_size,
+)
+from lockstep.train._model import Model
 from lockstep.train._predictor import BatchPredictor, Predictor
-from lockstep.train._session import get_checkpoint, get_context, get_dataset_shard, report
+from lockstep.train._session import (
+    get_all_reported_checkpoints,
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    report,
+)
 from lockstep.train._trainer import DataParallelTrainer
 
 TRAIN_DATASET_KEY = "train"
@@ -31,10 +59,16 @@ __all__ = [
     "BatchPredictor",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointConsistencyMode",
+    "CheckpointUploadMode",
+    "ControllerError",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "Model",
     "Predictor",
+    "ReportedCheckpoint",
+    "ReportedCheckpointStatus",
     "Result",
     "RunConfig",
     "RunContext",
@@ -42,12 +76,30 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "TrainingIterator",
     "UserCallback",
     "WorkerFailure",
+    "WorkerGroupError",
     "collective",
+    "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
     "integrations",
+    "load_checkpoint",
+    "local_rank",
     "report",
+    "save_checkpoint",
+    "world_rank",
+    "world_size",
 ]
+
+# Ray 1.x material reaches frameworks as attributes: ``import ray.train as train`` then
+# ``train.torch.prepare_model(...)``; they load on first access, keeping the import light.
+_FRAMEWORKS = frozenset({"torch", "xgboost", "lightgbm", "sklearn"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _FRAMEWORKS:
+        return importlib.import_module(f"lockstep.train.{name}")
+    raise AttributeError(f"module 'lockstep.train' has no attribute {name!r}")

@@ -13,6 +13,7 @@ from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import RunConfig, ScalingConfig
 from lockstep._internal.backends.base import BackendConfig
+from lockstep._internal.controller.controller import TrainController
 from lockstep.train._trainer import DataParallelTrainer
 
 _BACKENDS = ("torch",)
@@ -75,13 +76,57 @@ class Trainer:
         ``handle_result(results)`` method; ``dataset`` is one dataset (``"train"``) or a
         dict of them.
         """
+        controller = self._fit(
+            train_func, config, [_adapt(c) for c in callbacks or ()], dataset, checkpoint
+        )
+        controller.run()
+        return controller.return_values()
+
+    def run_iterator(
+        self,
+        train_func: Callable[..., Any],
+        config: Mapping[str, Any] | None = None,
+        dataset: Any = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> TrainingIterator:
+        """Run ``train_func`` step by step: iterating yields each report, as a list of
+        every worker's metrics; ``get_final_results()`` then gives the return values.
+
+        Example:
+            >>> import tempfile
+            >>> from lockstep import train
+            >>> def train_func():
+            ...     for i in range(2):
+            ...         train.report(step=i)
+            ...     return train.world_rank()
+            >>> with tempfile.TemporaryDirectory() as logdir:
+            ...     trainer = Trainer(backend="torch", num_workers=2, logdir=logdir)
+            ...     trainer.start()
+            ...     iterator = trainer.run_iterator(train_func)
+            ...     steps = [[m["step"] for m in results] for results in iterator]
+            ...     trainer.shutdown()
+            >>> steps, iterator.get_final_results()
+            ([[0, 0], [1, 1]], [0, 1])
+        """
+        collector = _Collect()
+        controller = self._fit(train_func, config, [collector], dataset, checkpoint)
+        return TrainingIterator(controller, collector)
+
+    def _fit(
+        self,
+        train_func: Callable[..., Any],
+        config: Mapping[str, Any] | None,
+        callbacks: list[UserCallback],
+        dataset: Any,
+        checkpoint: Checkpoint | None,
+    ) -> TrainController:
         if not self._started:
             raise RuntimeError("Trainer.run() before Trainer.start(). HINT: call start() first")
         from lockstep._core.config import FailureConfig
 
         run_config = RunConfig(
             storage_path=self._logdir,
-            callbacks=[_adapt(c) for c in callbacks or ()],
+            callbacks=callbacks,
             failure_config=FailureConfig(max_failures=self._max_retries),
         )
         trainer = DataParallelTrainer(
@@ -93,13 +138,66 @@ class Trainer:
             datasets=_datasets(dataset),
             resume_from_checkpoint=checkpoint,
         )
-        controller = trainer._controller()
-        controller.run()
-        return controller.return_values()
+        return trainer._controller()
 
     def shutdown(self) -> None:
         """Release the workers; a later run() needs start() again."""
         self._started = False
+
+
+class TrainingIterator:
+    """The reports of a ``Trainer.run_iterator`` run, one list of worker metrics per step.
+
+    The run advances as the iterator is read; an error in the workers is raised from
+    ``next()``.
+    """
+
+    def __init__(self, controller: TrainController, collector: _Collect) -> None:
+        self._controller = controller
+        self._collector = collector
+        self._steps = controller.iter_run()
+        self._finished = False
+
+    def __iter__(self) -> TrainingIterator:
+        return self
+
+    def __next__(self) -> list[dict[str, Any]]:
+        while not self._collector.pending:
+            if self._finished:
+                raise StopIteration
+            try:
+                next(self._steps)
+            except StopIteration:
+                self._finished = True
+        return self._collector.pending.pop(0)
+
+    def is_finished(self) -> bool:
+        """Whether the run ended and every report was read."""
+        return self._finished and not self._collector.pending
+
+    def get_final_results(self, force: bool = False) -> list[Any]:
+        """Every worker's return value, in rank order; with ``force``, runs to the end
+        first, dropping unread reports."""
+        if force:
+            for _ in self:
+                pass
+        if not self._finished:
+            raise RuntimeError(
+                "the run has not finished. HINT: iterate to the end first, or pass force=True"
+            )
+        return self._controller.return_values()
+
+
+class _Collect(UserCallback):
+    """Keeps each step's metrics (every rank's) until the iterator hands them out."""
+
+    def __init__(self) -> None:
+        self.pending: list[list[dict[str, Any]]] = []
+
+    def after_report(
+        self, run_context: RunContext, metrics: list[dict[str, Any]], checkpoint: Any
+    ) -> None:
+        self.pending.append(metrics)
 
 
 def _backend_config(backend: str | BackendConfig) -> BackendConfig:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
+from lockstep._core.reported import (
+    CheckpointConsistencyMode,
+    CheckpointUploadMode,
+    ReportedCheckpoint,
+)
 from lockstep._internal.execution.worker import session as _session
 
 
@@ -20,19 +26,40 @@ def _require(api: str) -> _session.Session:
     return current
 
 
-def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+def report(
+    metrics: dict[str, Any] | None = None,
+    checkpoint: Checkpoint | None = None,
+    checkpoint_dir_name: str | None = None,
+    checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+    delete_local_checkpoint_after_upload: bool | None = None,
+    checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+    **legacy_metrics: Any,
+) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
 
-    Every worker must call ``report`` the same number of times. Without a checkpoint it
-    returns at once (it is not a barrier). With one, the files are copied into the run
-    directory and ``report`` returns once every worker has reported this step and the
-    checkpoint is committed. Any worker may attach files; they are merged into one
-    checkpoint directory, and where two ranks wrote a file of the same name the lower
-    rank's copy is kept (rank 0 wins).
+    ``report`` is a barrier, as in Ray Train: it returns once every worker has reported
+    this step, and, when any worker attached a checkpoint, once its files are copied into
+    the run directory and committed. Every worker must call ``report`` the same number of
+    times; when one returns from its function or dies while another waits in ``report``,
+    the run fails at once with an error naming each rank's report count (never a hang).
+    Any worker may attach files; they are merged into one checkpoint directory, and where
+    two ranks wrote a file of the same name the lower rank's copy is kept (rank 0 wins).
 
     Args:
-        metrics: JSON-serialisable metrics. Rank 0's are recorded.
+        metrics: JSON-serialisable metrics. Rank 0's are recorded. 0-d tensors, numpy
+            scalars and 1-element arrays are stored as Python numbers.
         checkpoint: Files to keep, e.g. ``Checkpoint.from_directory(tmpdir)``.
+        checkpoint_dir_name: The checkpoint's directory name in the run directory (rank
+            0's wins), instead of ``checkpoint_000012``.
+        checkpoint_upload_mode: ``SYNC`` (copy before returning), ``ASYNC`` (return once
+            every worker reported; the driver uploads the files, retrying with backoff, and
+            commits while training goes on) or ``NO_UPLOAD`` (the checkpoint is already in
+            the run directory).
+        delete_local_checkpoint_after_upload: Delete the local files once handed over;
+            by default True for ASYNC and False otherwise, as in Ray.
+        checkpoint_upload_fn: ``fn(checkpoint, dir_name) -> Checkpoint`` that puts the
+            files in storage itself; the checkpoint it returns is committed.
+        **legacy_metrics: Ray 1.x's ``train.report(loss=0.5)``: the metrics as keywords.
 
     Example:
         >>> import tempfile
@@ -45,7 +72,49 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> Non
         ...     DataParallelTrainer(train_func, run_config=run).fit().metrics
         {'epoch': 2, 'loss': 0.3333333333333333}
     """
-    _require("report()").report(metrics, checkpoint)
+    if legacy_metrics:
+        if metrics is not None:
+            raise TypeError(
+                "report() takes metrics as a dict or as keywords, not both. HINT: "
+                "train.report({**metrics, **more})"
+            )
+        metrics = legacy_metrics
+    _require("report()").report(
+        metrics if metrics is not None else {},
+        checkpoint,
+        checkpoint_dir_name=checkpoint_dir_name,
+        checkpoint_upload_mode=checkpoint_upload_mode,
+        delete_local_checkpoint_after_upload=delete_local_checkpoint_after_upload,
+        checkpoint_upload_fn=checkpoint_upload_fn,
+    )
+
+
+def get_all_reported_checkpoints(
+    consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
+    timeout_s: float | None = None,
+) -> list[ReportedCheckpoint]:
+    """Every checkpoint of this run that is kept, with rank 0's metrics, oldest first (or
+    by score when ``CheckpointConfig`` sets one).
+
+    Waits first until every checkpoint this worker reported (ASYNC ones too) is
+    committed. lockstep has no validation step, so both consistency modes wait for the
+    same thing; ``timeout_s`` is accepted for Ray's signature.
+
+    Example:
+        >>> import tempfile
+        >>> from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig
+        >>> def train_func():
+        ...     for epoch in range(2):
+        ...         with tempfile.TemporaryDirectory() as d:
+        ...             report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
+        ...     return [c.metrics["epoch"] for c in get_all_reported_checkpoints()]
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     run = RunConfig(storage_path=storage, verbose=0)
+        ...     DataParallelTrainer(train_func, run_config=run).fit().return_value
+        [0, 1]
+    """
+    del consistency_mode, timeout_s  # no validation: committed is final
+    return _require("get_all_reported_checkpoints()").get_all_reported_checkpoints()
 
 
 def get_checkpoint() -> Checkpoint | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from lockstep._core import flags, storage
+from lockstep._core import flags, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
@@ -407,6 +407,9 @@ def _named(run_config: RunConfig) -> RunConfig:
         f"lockstep_run-{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}-{secrets.token_hex(2)}"
     )
     raw = run_config.storage_path or flags.DEFAULT_STORAGE_PATH.get()
+    if run_config.storage_filesystem is not None or "?" in os.fspath(raw):
+        # a path on the user's filesystem, or a URI whose query options must be kept
+        return replace(run_config, name=name, storage_path=raw)
     fs, path = storage.resolve(raw)
     return replace(run_config, name=name, storage_path=storage.display_uri(fs, path))
 
@@ -429,7 +432,11 @@ def _check_storage_shared(run_config: RunConfig, executor: str) -> None:
 def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
     """The run directory, created and proven writable before any worker starts."""
     assert run_config.name is not None and run_config.storage_path is not None
-    root = storage.StorageDir.from_uri(run_config.storage_path)
+    if run_config.storage_filesystem is not None:
+        fs = pyarrow_fs.to_fsspec(run_config.storage_filesystem)
+        root = storage.StorageDir(fs, os.fspath(run_config.storage_path))
+    else:
+        root = storage.StorageDir.from_uri(run_config.storage_path)
     run_dir = root.child(run_config.name)
     try:
         run_dir.makedirs()

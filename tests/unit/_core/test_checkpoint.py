@@ -1,4 +1,5 @@
 import os
+import pathlib
 import pickle
 
 import pytest
@@ -79,3 +80,38 @@ def test_remote_checkpoint_downloads_and_cleans_up(local_dir):
         assert copy.get_metadata() == {"remote": True}
     finally:
         fs.rm("/lockstep-ckpt-test", recursive=True)
+
+
+def test_to_bytes_and_from_bytes_round_trip(local_dir):
+    import shutil
+
+    copy = Checkpoint.from_bytes(Checkpoint.from_directory(local_dir).to_bytes())
+    try:
+        assert pathlib.Path(copy.path, "sub", "opt.txt").read_text() == "opt"
+        assert pathlib.Path(copy.path, "model.txt").read_text() == "weights"
+    finally:
+        shutil.rmtree(copy.path)
+
+
+def test_to_dict_and_from_dict_round_trip(local_dir):
+    import shutil
+
+    checkpoint = Checkpoint.from_dict({"epoch": 3, "state": {"w": [1.0, 2.0]}})
+    try:
+        assert checkpoint.to_dict() == {"epoch": 3, "state": {"w": [1.0, 2.0]}}
+    finally:
+        shutil.rmtree(checkpoint.path)
+    # a directory of files goes through a dict and comes back whole
+    again = Checkpoint.from_dict(Checkpoint.from_directory(local_dir).to_dict())
+    try:
+        assert pathlib.Path(again.path, "sub", "opt.txt").read_text() == "opt"
+    finally:
+        shutil.rmtree(again.path)
+
+
+def test_load_model_of_files_no_framework_wrote_is_a_clear_error(tmp_path):
+    import lockstep.train  # noqa: F401  (registers the frameworks' loaders)
+
+    (tmp_path / "weights.bin").write_bytes(b"0")
+    with pytest.raises(ValueError, match=r"holds no model lockstep recognises.*HINT"):
+        Checkpoint.from_directory(tmp_path).load_model()

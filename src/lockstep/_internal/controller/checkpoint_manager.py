@@ -56,38 +56,98 @@ class CheckpointManager:
     def checkpoint(self, dir_name: str) -> Checkpoint:
         return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
 
-    def commit(self, staged: str, metrics: dict[str, Any], training_iteration: int) -> Checkpoint:
+    def reserve(self, dir_name: str | None = None) -> tuple[str, int]:
+        """The name and index of the next checkpoint, taken now and committed later (an
+        ASYNC upload is committed after later steps are logged)."""
+        index = self.state.next_checkpoint_index
+        self.state.next_checkpoint_index += 1
+        return dir_name or storage.checkpoint_dir_name(index), index
+
+    def commit(
+        self,
+        staged: str,
+        metrics: dict[str, Any],
+        training_iteration: int,
+        reserved: tuple[str, int] | None = None,
+    ) -> Checkpoint:
         """Make the staged step directory ``staged`` the next checkpoint; return it.
 
         ``staged`` holds one directory per rank that attached files. They are merged inside
         the staging area, rank 0's files winning over same-named files of other ranks, and
-        the result becomes visible with one rename.
+        the result becomes visible with one rename. ``reserved`` is a name and index from
+        :meth:`reserve` (the user's ``checkpoint_dir_name``, say).
         """
-        name = storage.checkpoint_dir_name(self.state.next_checkpoint_index)
+        name, index = reserved or self.reserve()
         merged = self._merge_ranks(staged)
         if self._metadata:
             # Before the rename: a checkpoint is never visible without its metadata.
             staged_checkpoint = self.checkpoint(merged)
             staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
+        self._replace_same_name(name)
         self._run_dir.move(merged, name)
+        self._register(name, index, metrics, training_iteration)
+        self._run_dir.remove(staged)
+        return self.checkpoint(name)
+
+    def adopt(
+        self,
+        checkpoint: Checkpoint,
+        metrics: dict[str, Any],
+        training_iteration: int,
+        reserved: tuple[str, int] | None = None,
+    ) -> Checkpoint:
+        """Commit a checkpoint the workers already put in the run directory (NO_UPLOAD, or
+        a ``checkpoint_upload_fn``); one found elsewhere is copied in first."""
+        inside = self._inside_run_dir(checkpoint)
+        if inside is not None and reserved is None:
+            reserved = (inside, self.reserve()[1])
+        name, index = reserved or self.reserve()
+        if inside != name:
+            with checkpoint.as_directory() as local:
+                self._run_dir.upload_dir(local, name)
+        self._register(name, index, metrics, training_iteration)
+        return self.checkpoint(name)
+
+    def reported(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """``(dir_name, metrics)`` of every retained checkpoint, in result order."""
+        return tuple((r.dir_name, dict(r.metrics)) for r in self.state.checkpoints)
+
+    def _inside_run_dir(self, checkpoint: Checkpoint) -> str | None:
+        """The checkpoint's directory name when it sits directly in the run directory."""
+        import posixpath
+
+        root = self._run_dir.join("").rstrip("/")
+        parent, name = posixpath.split(checkpoint.path.rstrip("/"))
+        same_fs = checkpoint.is_local == self._run_dir.is_local
+        return name if same_fs and parent.rstrip("/") == root else None
+
+    def _replace_same_name(self, name: str) -> None:
+        """A checkpoint_dir_name reported again replaces the checkpoint of that name."""
+        old = self.state.record(name)
+        if old is not None:
+            self.state.checkpoints.remove(old)
+            self.save()
+        if self._run_dir.exists(name):
+            self._run_dir.remove(name)
+
+    def _register(
+        self, name: str, index: int, metrics: dict[str, Any], training_iteration: int
+    ) -> None:
         record = CheckpointRecord(
             dir_name=name,
             metrics=dict(metrics),
-            index=self.state.next_checkpoint_index,
+            index=index,
             training_iteration=training_iteration,
         )
-        self.state.next_checkpoint_index += 1
         self.state.latest = name
         self.state.checkpoints = self._ordered([*self.state.checkpoints, record])
         kept, evicted = self._retain(self.state.checkpoints, latest=record)
         self.state.checkpoints = kept
-        # Save the snapshot before deleting old checkpoints: if deletion came first and the
-        # process crashed, the snapshot could point to checkpoints that are gone.
+        # Save the snapshot before deleting old checkpoints: if deletion happens first and
+        # the process crashes, the snapshot may point to checkpoints that are gone.
         self.save()
         for old in evicted:
             self._run_dir.remove(old.dir_name)
-        self._run_dir.remove(staged)
-        return self.checkpoint(name)
 
     def _merge_ranks(self, staged: str) -> str:
         ranks = self._run_dir.child(staged).listdir()

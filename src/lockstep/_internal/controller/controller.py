@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from lockstep._core import storage
@@ -25,11 +25,13 @@ from lockstep._internal.controller.failure_policy import FailureDecision, Failur
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
+from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
     Report,
     Returned,
+    StepDone,
     WorkerEvent,
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGroupSpec
@@ -98,10 +100,22 @@ class TrainController:
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
         self._spec_offset = 0
+        self._uploads = Uploads(spec.run_dir.upload_dir)
         self.state: State = Starting(attempt=0)
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise)."""
+        steps = self.iter_run()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result: Result = done.value
+                return result
+
+    def iter_run(self) -> Generator[None, None, Result]:
+        """:meth:`run`, yielding after each transition; returns the Result at the end
+        (for callers that interleave their own work, such as ``Trainer.run_iterator``)."""
         resumed = self._checkpoints.state.latest
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
@@ -110,6 +124,7 @@ class TrainController:
         try:
             while not isinstance(self.state, Finished | Errored):
                 self.step()
+                yield
             outcome = "finished" if isinstance(self.state, Finished) else "failed"
         finally:
             self._close(outcome)
@@ -130,6 +145,7 @@ class TrainController:
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
+        self._settle_uploads()
         self._checkpoints.remove_uncommitted()
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
@@ -139,6 +155,7 @@ class TrainController:
             checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
             step_offset=self._checkpoints.state.training_iteration,
         )
+        spec = dataclasses.replace(spec, reported=self._checkpoints.reported())
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
@@ -152,14 +169,15 @@ class TrainController:
         assert self._group is not None
         events = self._group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
-        try:
-            for event in events:
+        self._commit_uploaded(failures)
+        for event in events:
+            try:
                 self._handle(event, failures)
-        except ReportCountMismatch as exc:
-            failures[exc.rank] = _usage_failure(exc.rank, str(exc))
+            except ReportCountMismatch as exc:
+                failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
         self._progress.refresh()
         if failures:
-            return self._on_failures(state.attempt, failures)
+            return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
         return state
@@ -177,17 +195,37 @@ class TrainController:
             self._progress.worker_stopped()
             failures[event.failure.rank] = event.failure
 
+    def _with_waiting(self, failures: dict[int, WorkerFailure]) -> dict[int, WorkerFailure]:
+        """A failure on a run of several workers names every rank's report count, and the
+        ranks it left waiting in report(): why those ranks stopped is then plain to see."""
+        if self._spec.num_workers < 2:
+            return failures
+        waiting = [r for r in self._steps.waiting() if r not in failures]
+        note = f" ({self._steps.describe_counts()})"
+        if waiting:
+            ranks = ", ".join(map(str, waiting))
+            note = f"; rank{'s' if len(waiting) > 1 else ''} {ranks} waited in report(){note}"
+        return {
+            rank: f if f.kind == "usage" else dataclasses.replace(f, summary=f.summary + note)
+            for rank, f in failures.items()
+        }
+
     def _record(self, step: Step) -> None:
         """Write one complete step: commit its checkpoint, log it, tell callbacks."""
         state = self._checkpoints.state
         state.training_iteration += 1
         iteration = state.training_iteration
-        checkpoint = None
-        if step.checkpointed:
-            staged = storage.staging_dir_name(self._spec_offset + step.index)
-            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration)
-            assert self._group is not None
-            self._group.notify(CheckpointCommitted(step.index, checkpoint))
+        checkpoint, dir_name = None, None
+        assert self._group is not None
+        if not step.checkpointed:
+            # Release the workers first: everything below is the driver's own bookkeeping.
+            self._group.notify(StepDone(step.index))
+        elif step.uploads_async:
+            self._group.notify(StepDone(step.index))
+            dir_name = self._submit_upload(step, iteration)
+        else:
+            checkpoint = self._commit(step, iteration)
+            dir_name = state.latest
         self._last_metrics = dict(step.metrics)
         self._run_log.append(
             {
@@ -195,15 +233,66 @@ class TrainController:
                 "training_iteration": iteration,
                 "timestamp": step.reports[0].time,
                 "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": state.latest if checkpoint else None,
+                "checkpoint_dir_name": dir_name,
             }
         )
         if checkpoint is not None:
             self._run_log.flush()
+            self._announce(step, iteration, checkpoint)
+        elif not step.checkpointed:
+            self._announce(step, iteration, None)
+
+    def _commit(
+        self, step: Step, iteration: int, reserved: tuple[str, int] | None = None
+    ) -> Checkpoint:
+        """Commit the step's checkpoint and tell every worker."""
+        persisted = [r.persisted for r in step.reports if r.persisted is not None]
+        if persisted:
+            checkpoint = self._checkpoints.adopt(persisted[0], step.metrics, iteration, reserved)
+        else:
+            staged = storage.staging_dir_name(self._spec_offset + step.index)
+            if reserved is None and step.dir_name is not None:
+                reserved = self._checkpoints.reserve(step.dir_name)
+            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration, reserved)
+        if self._group is not None:
+            reported = self._checkpoints.reported()
+            self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
+        return checkpoint
+
+    def _announce(self, step: Step, iteration: int, checkpoint: Checkpoint | None) -> None:
+        state = self._checkpoints.state
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
+
+    def _submit_upload(self, step: Step, iteration: int) -> str:
+        """Hand the step's files to the upload thread; the name it will be committed as."""
+        handoffs = {r.rank: r.handoff for r in step.reports if r.handoff is not None}
+        reserved = self._checkpoints.reserve(step.dir_name)
+        job = UploadJob((step, iteration, reserved), self._spec_offset + step.index, handoffs)
+        self._uploads.submit(job)
+        return reserved[0]
+
+    def _commit_uploaded(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> None:
+        """Commit the ASYNC checkpoints whose files are uploaded, in report order."""
+        for done in self._uploads.finished(wait=wait):
+            step, iteration, reserved = done.job.step
+            if done.error is not None:
+                failures[0] = _upload_failure(done.error)
+                continue
+            checkpoint = self._commit(step, iteration, reserved)
+            self._run_log.flush()
+            self._announce(step, iteration, checkpoint)
+
+    def _settle_uploads(self) -> None:
+        """Before a restart or the end: commit every upload of a complete step, and drop
+        the hand-off files of steps that not every rank reached."""
+        failures: dict[int, WorkerFailure] = {}
+        self._commit_uploaded(failures, wait=True)
+        discard(r.handoff for r in self._steps.pending_reports() if r.handoff is not None)
+        if failures and not isinstance(self.state, Errored):
+            self._failures.update(failures)
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
@@ -216,6 +305,8 @@ class TrainController:
 
     def _close(self, outcome: str) -> None:
         self._stop_group()
+        self._settle_uploads()
+        self._uploads.close()
         self._checkpoints.remove_uncommitted()
         state = self._checkpoints.state
         if isinstance(self.state, Finished):
@@ -274,6 +365,17 @@ def _start_failure(exc: Exception) -> WorkerFailure:
         kind="start",
         summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
         time=time.time(),
+    )
+
+
+def _upload_failure(exc: BaseException) -> WorkerFailure:
+    return WorkerFailure(
+        rank=0,
+        pid=None,
+        kind="upload",
+        summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
+        time=time.time(),
+        retryable=False,
     )
 
 

@@ -31,13 +31,24 @@ class Step:
     def checkpointed(self) -> bool:
         return any(r.checkpointed for r in self.reports)
 
+    @property
+    def uploads_async(self) -> bool:
+        """Every rank that attached files reported them with CheckpointUploadMode.ASYNC."""
+        return all(r.upload == "async" for r in self.reports if r.checkpointed)
+
+    @property
+    def dir_name(self) -> str | None:
+        """The ``checkpoint_dir_name`` given, rank 0's first (as Ray broadcasts it)."""
+        return next((r.dir_name for r in self.reports if r.dir_name), None)
+
 
 class StepAggregator:
-    """Collects reports from ``world_size`` workers; reports are not a barrier.
+    """Collects reports from ``world_size`` workers into steps.
 
-    A worker may run ahead of the others; its reports wait here until the slowest worker
-    reaches the same step. A worker that finishes while another has reported more often is
-    an error, raised as soon as it is certain, so that nobody waits forever.
+    ``report()`` is a barrier: a worker's report waits here (and the worker in its call)
+    until every worker reached the same step. A worker that finishes while another has
+    reported more often is an error, raised as soon as it is certain, so that nobody waits
+    forever; it names every rank's report count.
     """
 
     def __init__(self, world_size: int) -> None:
@@ -68,6 +79,22 @@ class StepAggregator:
     def all_finished(self) -> bool:
         return len(self._finished) == self._world_size
 
+    def pending_reports(self) -> list[Report]:
+        """Reports of steps that not every rank has reached."""
+        return [r for reports in self._pending.values() for r in reports.values()]
+
+    def waiting(self) -> list[int]:
+        """The ranks waiting in ``report()`` for others to report the same step."""
+        return sorted(r for r, n in self._reported.items() if n > self._next)
+
+    def describe_counts(self) -> str:
+        """Every rank's report count, e.g. ``"reports: rank 0: 3, rank 1: 2 (returned)"``."""
+        parts = []
+        for rank, count in sorted(self._reported.items()):
+            returned = " (returned)" if rank in self._finished else ""
+            parts.append(f"rank {rank}: {count}{returned}")
+        return "reports: " + ", ".join(parts)
+
     def _check(self, rank: int) -> None:
         if not self._finished:
             return
@@ -76,8 +103,9 @@ class StepAggregator:
         if most > fewest:
             raise ReportCountMismatch(
                 f"workers called report() a different number of times: rank {fewest_rank} "
-                f"returned after {fewest} report{'s' if fewest != 1 else ''}, rank {most_rank} "
-                f"reported {most} times. HINT: call train.report() on every worker at the "
-                "same points, attaching a checkpoint only where you need one",
+                f"returned after {fewest} report{'s' if fewest != 1 else ''} while rank "
+                f"{most_rank} waits in its report number {most} ({self.describe_counts()}). "
+                "HINT: call train.report() on every worker at the same points, attaching a "
+                "checkpoint only where you need one",
                 rank=fewest_rank,
             )

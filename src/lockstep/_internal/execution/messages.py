@@ -1,7 +1,7 @@
 """Messages between the driver and its workers, one connection per worker.
 
 Worker to driver: Report, CollectiveRequest, Returned, Failed.
-Driver to worker: WorkerStart (first), CheckpointCommitted, CollectiveReply, Stop.
+Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class WorkerStart:
         datasets: This worker's dataset shards by name.
         sys_path: The driver's ``sys.path``, so that the function's modules import.
         cpus: The CPUs the training function's threads are bound to, or None.
+        reported: ``(dir_name, metrics)`` of each retained checkpoint, for
+            ``get_all_reported_checkpoints()``.
+        driver_host: The driver's host name: a worker on the same host hands ASYNC
+            checkpoint uploads to the driver.
     """
 
     context: TrainContext
@@ -42,25 +46,52 @@ class WorkerStart:
     datasets: dict[str, Any] = field(default_factory=dict)
     sys_path: tuple[str, ...] = ()
     cpus: tuple[int, ...] | None = None
+    reported: tuple[tuple[str, dict[str, Any]], ...] = ()
+    driver_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """The ``step``-th report of one worker (0-based within the attempt)."""
+    """The ``step``-th report of one worker (0-based within the attempt).
+
+    With a checkpoint, ``upload`` says how its files reach storage: ``"sync"`` (staged
+    before the report), ``"async"`` (staged, or left at ``handoff`` for the driver to
+    upload; committed without the worker waiting) or ``"none"`` (already in storage at
+    ``persisted``). ``dir_name`` is the user's ``checkpoint_dir_name``.
+    """
 
     rank: int
     step: int
     metrics: dict[str, Any]
     checkpointed: bool
     time: float
+    upload: str = "sync"
+    handoff: str | None = None
+    persisted: Checkpoint | None = None
+    dir_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointCommitted:
-    """The checkpoint reported at ``step`` (as numbered in the Report) is committed."""
+    """The checkpoint reported at ``step`` (as numbered in the Report) is committed.
+
+    ``reported`` lists ``(dir_name, metrics)`` of every retained checkpoint after it.
+    """
 
     step: int
     checkpoint: Checkpoint
+    reported: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StepDone:
+    """Every worker reported ``step`` (as numbered in the Report); none attached a checkpoint.
+
+    ``report()`` is a barrier: each worker's call returns when this (or the step's
+    CheckpointCommitted) arrives.
+    """
+
+    step: int
 
 
 @dataclass(frozen=True, slots=True)

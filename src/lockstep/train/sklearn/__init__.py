@@ -3,7 +3,12 @@
 The same names as Ray AIR's ``ray.train.sklearn``.
 """
 
+from lockstep.train.sklearn._checkpoint import SklearnCheckpoint
 from lockstep.train.sklearn._predictor import SklearnPredictor
 from lockstep.train.sklearn._trainer import SklearnTrainer
 
-__all__ = ["SklearnPredictor", "SklearnTrainer"]
+__all__ = [
+    "SklearnCheckpoint",
+    "SklearnPredictor",
+    "SklearnTrainer",
+]

@@ -5,6 +5,7 @@ The same names as ``ray.train.xgboost``.
 
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train.xgboost._callback import RayTrainReportCallback
+from lockstep.train.xgboost._checkpoint import XGBoostCheckpoint
 from lockstep.train.xgboost._predictor import XGBoostPredictor
 from lockstep.train.xgboost._trainer import XGBoostTrainer
 
@@ -13,6 +14,7 @@ ReportCallback = RayTrainReportCallback
 __all__ = [
     "RayTrainReportCallback",
     "ReportCallback",
+    "XGBoostCheckpoint",
     "XGBoostConfig",
     "XGBoostPredictor",
     "XGBoostTrainer",

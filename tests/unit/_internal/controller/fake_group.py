@@ -8,6 +8,7 @@ from lockstep._core.storage import staging_dir_name
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Report,
+    StepDone,
     WorkerEvent,
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
@@ -24,6 +25,7 @@ class FakeWorkerGroup:
         self.fail_start = fail_start
         self.spec: WorkerGroupSpec | None = None
         self.notified: list[CheckpointCommitted] = []
+        self.released: list[int] = []  # steps released without a checkpoint (StepDone)
 
     def start(self, spec: WorkerGroupSpec) -> None:
         if self.fail_start:
@@ -45,7 +47,10 @@ class FakeWorkerGroup:
                     f.write(str(event.metrics))
         return events
 
-    def notify(self, message: CheckpointCommitted) -> None:
+    def notify(self, message: StepDone | CheckpointCommitted) -> None:
+        if isinstance(message, StepDone):
+            self.released.append(message.step)
+            return
         self.notified.append(message)
         self.log.append(f"notify step={message.step} {message.checkpoint.path.rsplit('/', 1)[-1]}")
 

@@ -202,9 +202,52 @@ def test_report_count_mismatch_is_an_error_not_a_hang(tmp_path):
     controller, _, _ = make_controller(tmp_path, [script], max_failures=3)
     with pytest.raises(
         TrainingFailedError,
-        match=r"different number of times: rank 1 returned "
-        r"after 1 report, rank 0 reported 2 times",
+        match=r"different number of times: rank 1 returned after 1 report while rank 0 "
+        r"waits in its report number 2 \(reports: rank 0: 2, rank 1: 1 \(returned\)\)",
     ):
+        controller.run()
+
+
+def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
+    script = [
+        [report(0, 0)],
+        [report(1, 0)],
+        [report(0, 1, True), report(1, 1)],
+        [returned(0, 2), returned(1, 2)],
+    ]
+    controller, _, _ = make_controller(tmp_path, [script])
+    controller.step()  # start
+    fake = controller._group
+    controller.step()
+    assert fake.released == []  # rank 0 waits in report() until rank 1 reports step 0
+    controller.step()
+    assert fake.released == [0]
+    controller.step()
+    # a checkpointed step is released by its commit, not by StepDone
+    assert fake.released == [0] and [m.step for m in fake.notified] == [1]
+
+
+def test_a_death_while_others_wait_in_report_names_every_count(tmp_path):
+    died = Failed(
+        WorkerFailure(
+            rank=1, pid=11, kind="signal", summary="rank 1 (pid 11) was killed by SIGKILL", time=5.0
+        )
+    )
+    script = [[report(0, 0), report(1, 0)], [report(0, 1), died]]
+    controller, _, _ = make_controller(tmp_path, [script])
+    with pytest.raises(TrainingFailedError) as info:
+        controller.run()
+    assert (
+        "rank 1 (pid 11) was killed by SIGKILL; rank 0 waited in report() "
+        "(reports: rank 0: 2, rank 1: 1)" in str(info.value)
+    )
+
+
+def test_start_failure_raises_controller_error(tmp_path):
+    from lockstep._core.errors import ControllerError
+
+    controller, _, _ = make_controller(tmp_path, [[]], fail_start=True)
+    with pytest.raises(ControllerError, match="could not be started"):
         controller.run()
 
 

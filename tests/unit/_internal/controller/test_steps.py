@@ -31,10 +31,22 @@ def test_finishing_early_is_a_mismatch_as_soon_as_it_is_certain():
     agg.add(r(1, 0))
     agg.finish(0, 1)
     with pytest.raises(
-        ReportCountMismatch, match="rank 0 returned after 1 report, rank 1 reported 2 times"
+        ReportCountMismatch,
+        match=r"rank 0 returned after 1 report while rank 1 waits in its report number 2 "
+        r"\(reports: rank 0: 1 \(returned\), rank 1: 2\)",
     ) as info:
         agg.add(r(1, 1))
     assert info.value.rank == 0
+
+
+def test_waiting_ranks_and_their_counts():
+    agg = StepAggregator(3)
+    agg.add(r(0, 0))
+    agg.add(r(1, 0))
+    assert agg.waiting() == [0, 1]
+    assert agg.describe_counts() == "reports: rank 0: 1, rank 1: 1, rank 2: 0"
+    agg.add(r(2, 0))
+    assert agg.waiting() == []
 
 
 def test_report_after_another_finished_with_more():

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
+import socket
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -14,12 +18,14 @@ from typing import Any
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError
+from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
 from lockstep._core.storage import staging_dir_name
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
     Report,
+    StepDone,
     Stop,
     WorkerStart,
 )
@@ -54,12 +60,13 @@ class _Reply:
 
 
 class Session:
-    """One worker's link to the driver. Report is a send; only checkpoints wait.
+    """One worker's link to the driver. ``report`` is a barrier across the workers.
 
-    A metric-only report costs one message. A report with a checkpoint first copies the
-    files into the run's staging area, then waits until the driver has the same step from
-    every worker and has committed the checkpoint, so that when ``report`` returns the
-    checkpoint is durable and ``get_checkpoint`` returns it.
+    A report sends one message and waits for the driver's answer, which comes once every
+    worker has reported the same step (a round trip, no disk). A report with a checkpoint
+    first copies the files into the run's staging area; the answer then comes once the
+    checkpoint is committed, so that when ``report`` returns the checkpoint is durable and
+    ``get_checkpoint`` returns it.
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class Session:
         self._conn = conn
         self._start = start
         self._latest = start.checkpoint
+        self._reported = start.reported
+        self._pending_commits: list[_Reply] = []
         self._num_reports = 0
         self._num_collectives = 0
         self._send_lock = threading.Lock()
@@ -95,26 +104,102 @@ class Session:
     def num_reports(self) -> int:
         return self._num_reports
 
-    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+    def report(
+        self,
+        metrics: dict[str, Any],
+        checkpoint: Checkpoint | None = None,
+        *,
+        checkpoint_dir_name: str | None = None,
+        checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+        delete_local_checkpoint_after_upload: bool | None = None,
+        checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+    ) -> None:
         clean = clean_metrics(metrics)
         check_reserved(clean)
         step = self._num_reports
-        reply = None
-        if checkpoint is not None:
-            if not isinstance(checkpoint, Checkpoint):
-                raise UsageError(
-                    f"report(checkpoint=...) takes a Checkpoint, got {type(checkpoint).__name__}."
-                    " HINT: checkpoint=Checkpoint.from_directory(dir)"
-                )
-            check_score(clean, self._start.score_attribute)
-            self._stage(checkpoint, step)
-            reply = self._expect("checkpoint", step)
-        self._send(
-            Report(self.context.world_rank, step, clean, checkpoint is not None, time.time())
+        if checkpoint is None:
+            report = Report(self.context.world_rank, step, clean, False, time.time())
+            self._exchange(report, commit=False)
+            return
+        if not isinstance(checkpoint, Checkpoint):
+            raise UsageError(
+                f"report(checkpoint=...) takes a Checkpoint, got {type(checkpoint).__name__}."
+                " HINT: checkpoint=Checkpoint.from_directory(dir)"
+            )
+        check_score(clean, self._start.score_attribute)
+        mode = CheckpointUploadMode(checkpoint_upload_mode)
+        delete = delete_local_checkpoint_after_upload
+        if delete is None:  # Ray's default: ASYNC owns the local copy, SYNC leaves it
+            delete = mode is CheckpointUploadMode.ASYNC
+        fields = self._persist(
+            checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
         )
+        report = Report(
+            self.context.world_rank,
+            step,
+            clean,
+            True,
+            time.time(),
+            dir_name=checkpoint_dir_name,
+            **fields,
+        )
+        self._exchange(report, commit=report.upload != "async")
+
+    def _persist(
+        self,
+        checkpoint: Checkpoint,
+        step: int,
+        mode: CheckpointUploadMode,
+        delete: bool,
+        upload_fn: Callable[[Checkpoint, str], Checkpoint] | None,
+        dir_name: str | None,
+    ) -> dict[str, Any]:
+        """Get the files on their way to storage; the Report fields that say how."""
+        if upload_fn is not None:
+            name = dir_name or staging_dir_name(self._start.step_offset + step).split("/")[-1]
+            persisted = upload_fn(checkpoint, name)
+            if not isinstance(persisted, Checkpoint):
+                raise UsageError(
+                    "checkpoint_upload_fn must return the uploaded Checkpoint, got "
+                    f"{type(persisted).__name__}. HINT: return Checkpoint(path, filesystem)"
+                )
+            upload = "async" if mode is CheckpointUploadMode.ASYNC else "none"
+            return {"upload": upload, "persisted": persisted}
+        if mode is CheckpointUploadMode.NO_UPLOAD:
+            return {"upload": "none", "persisted": checkpoint}
+        if mode is CheckpointUploadMode.ASYNC and self._can_hand_off(checkpoint):
+            return {"upload": "async", "handoff": hand_off(checkpoint.path, move=delete)}
+        self._stage(checkpoint, step)
+        if delete and checkpoint.is_local:
+            _empty_directory(checkpoint.path)
+        return {"upload": "async" if mode is CheckpointUploadMode.ASYNC else "sync"}
+
+    def _can_hand_off(self, checkpoint: Checkpoint) -> bool:
+        """The driver uploads for us when it can read our files: same host, local files."""
+        return (
+            checkpoint.is_local
+            and os.path.isdir(checkpoint.path)
+            and self._start.driver_host == socket.gethostname()
+        )
+
+    def _exchange(self, report: Report, *, commit: bool) -> None:
+        """Send ``report`` and wait at the barrier: for the step, or for its commit."""
+        reply = self._expect("step", report.step)
+        if report.checkpointed and not commit:
+            self._pending_commits.append(self._expect("commit", report.step))
+        self._send(report)
         self._num_reports += 1
-        if reply is not None:
-            reply.wait()
+        reply.wait()
+
+    def get_all_reported_checkpoints(self) -> list[ReportedCheckpoint]:
+        """Every retained checkpoint, once this worker's ASYNC ones are committed."""
+        while self._pending_commits:
+            self._pending_commits.pop(0).wait()
+        run_dir = self._start.run_dir
+        return [
+            ReportedCheckpoint(Checkpoint(run_dir.join(name), run_dir.fs), dict(metrics))
+            for name, metrics in self._reported
+        ]
 
     def get_checkpoint(self) -> Checkpoint | None:
         return self._latest
@@ -198,10 +283,14 @@ class Session:
                 message = self._conn.recv()
             except (EOFError, OSError):
                 break
-            if isinstance(message, CheckpointCommitted):
+            if isinstance(message, StepDone):
+                self._resolve("step", message.step, None)
+            elif isinstance(message, CheckpointCommitted):
                 # every worker learns of every commit, so get_checkpoint is current everywhere
                 self._latest = message.checkpoint
-                self._resolve("checkpoint", message.step, None)
+                self._reported = message.reported
+                self._resolve("step", message.step, None)
+                self._resolve("commit", message.step, None)
             elif isinstance(message, CollectiveReply):
                 self._resolve("collective", message.seq, message)
             elif isinstance(message, Stop) and self._on_driver_lost is not None:
@@ -218,6 +307,38 @@ class Session:
             reply.set(error=DriverLostError("the driver went away"))
         if not self._closing and self._on_driver_lost is not None:
             self._on_driver_lost()
+
+
+def hand_off(path: str, *, move: bool) -> str:
+    """Put the checkpoint files at ``path`` where the driver will upload them from.
+
+    Moving is one rename on the same filesystem (the empty directory stays, so that the
+    user's ``TemporaryDirectory`` still cleans up); otherwise the files are copied, so that
+    the user may change or delete them as soon as ``report`` returns.
+    """
+    parent = os.path.dirname(os.path.abspath(path)) if move else tempfile.gettempdir()
+    target = os.path.join(parent, f".lockstep-upload-{uuid.uuid4().hex}")
+    if move:
+        try:
+            os.rename(path, target)
+            os.mkdir(path)
+            return target
+        except OSError:
+            pass  # another filesystem, or a directory we may not replace: copy instead
+    shutil.copytree(path, target)
+    if move:
+        _empty_directory(path)
+    return target
+
+
+def _empty_directory(path: str) -> None:
+    """Delete what ``path`` holds, keeping the directory (its owner may still remove it)."""
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            os.remove(full)
 
 
 _process_session: Session | None = None

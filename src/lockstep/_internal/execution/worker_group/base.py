@@ -4,18 +4,21 @@ A group starts N workers, reports what they send (reports, results, failures), t
 about committed checkpoints, and shuts them down. Collective calls are answered inside the
 group, by the relay; the controller never sees them.
 
-Besides start / poll / shutdown the interface has ``notify``: a worker that reported a
-checkpoint waits until the controller has committed it, and every worker's
-``get_checkpoint()`` follows the commits, so the controller must be able to tell them.
+Besides start / poll / shutdown the interface has ``notify``: ``report()`` is a barrier, so a
+worker that reported waits until the controller has every worker's report of that step (and
+has committed its checkpoint, if any), and every worker's ``get_checkpoint()`` follows the
+commits, so the controller must be able to tell them.
 """
 
 from __future__ import annotations
 
 import abc
+import selectors
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from lockstep._core.checkpoint import Checkpoint
@@ -30,6 +33,7 @@ from lockstep._internal.execution.messages import (
     Failed,
     Report,
     Returned,
+    StepDone,
     WorkerEvent,
     WorkerStart,
 )
@@ -53,6 +57,7 @@ class WorkerGroupSpec:
     num_cpus_per_worker: float = 1.0
     num_gpus_per_worker: float = 0.0
     sys_path: tuple[str, ...] = ()
+    reported: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     def worker_start(self, context: TrainContext) -> WorkerStart:
         rank = context.world_rank
@@ -66,6 +71,8 @@ class WorkerGroupSpec:
             score_attribute=self.score_attribute,
             datasets=self.datasets[rank] if self.datasets else {},
             sys_path=self.sys_path,
+            reported=self.reported,
+            driver_host=socket.gethostname(),
         )
 
 
@@ -73,14 +80,15 @@ class WorkerGroup(Protocol):
     """N workers running one training function.
 
     ``poll`` returns what the workers sent since the last call (waiting up to ``timeout``
-    seconds for something), ``notify`` tells every worker a checkpoint was committed.
+    seconds for something), ``notify`` tells every worker a step is complete (StepDone) or
+    its checkpoint was committed (CheckpointCommitted).
     """
 
     def start(self, spec: WorkerGroupSpec) -> None: ...
 
     def poll(self, timeout: float) -> list[WorkerEvent]: ...
 
-    def notify(self, message: CheckpointCommitted) -> None: ...
+    def notify(self, message: StepDone | CheckpointCommitted) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -93,38 +101,63 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def __init__(self) -> None:
         self._conns: dict[int, Connection] = {}
-        self._ranks: dict[int, int] = {}  # id(connection) -> rank
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
         self._extra_waitables: dict[Any, int] = {}
+        # Kept across polls (report() is a round trip through here): rebuilt only when a
+        # worker finishes, so each poll is one system call.
+        self._selector: selectors.BaseSelector | None = None
+        self._selector_done: frozenset[int] = frozenset()
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
         self._done = set()
+        self._close_selector()
         starts = {rank: spec.worker_start(c) for rank, c in self._contexts(spec).items()}
         self._conns = self._launch(spec, starts)
-        self._ranks = {id(conn): rank for rank, conn in self._conns.items()}
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
-        waitables = [c for r, c in self._conns.items() if r not in self._done]
-        waitables += [w for w, r in self._extra_waitables.items() if r not in self._done]
-        if not waitables:
+        selector = self._waiting()
+        if not selector.get_map():
             return events
-        for ready in wait(waitables, timeout):
-            if ready in self._extra_waitables:
-                rank = self._extra_waitables[ready]
+        for key, _ in selector.select(timeout):
+            kind, rank = key.data
+            if rank in self._done:
+                continue
+            if kind == "end":
                 self._drain(rank, events)
             else:
-                self._receive(self._ranks[id(ready)], events)
+                self._receive(rank, events)
         return events
 
-    def notify(self, message: CheckpointCommitted) -> None:
+    def _waiting(self) -> selectors.BaseSelector:
+        """The selector over every unfinished worker's connection and end-of-process fd."""
+        if self._selector is not None and self._selector_done == self._done:
+            return self._selector
+        self._close_selector()
+        selector = selectors.DefaultSelector()
+        for rank, conn in self._conns.items():
+            if rank not in self._done:
+                selector.register(conn, selectors.EVENT_READ, ("conn", rank))
+        for waitable, rank in self._extra_waitables.items():
+            if rank not in self._done:
+                selector.register(waitable, selectors.EVENT_READ, ("end", rank))
+        self._selector, self._selector_done = selector, frozenset(self._done)
+        return selector
+
+    def _close_selector(self) -> None:
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
+
+    def notify(self, message: StepDone | CheckpointCommitted) -> None:
         for rank, conn in self._conns.items():
             if rank not in self._done:
                 self._send(conn, message)
 
     def shutdown(self) -> None:
+        self._close_selector()
         self._stop_workers()
         for conn in self._conns.values():
             conn.close()
