@@ -22,7 +22,7 @@ from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
-from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
 from lockstep._internal.execution.messages import (
@@ -139,6 +139,7 @@ class TrainController:
             checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
             step_offset=self._checkpoints.state.training_iteration,
         )
+        self._progress.starting(state.attempt)
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
@@ -226,7 +227,14 @@ class TrainController:
             self._write_error_file(self.state.error)
         self._run_log.close()
         self._checkpoints.save()
-        self._progress.stop(outcome)
+        best = state.checkpoints[-1] if state.checkpoints else None
+        self._progress.stop(
+            RunSummary(
+                outcome=outcome,
+                best_checkpoint=best.dir_name if best else None,
+                best_metrics=best.metrics if best else None,
+            )
+        )
 
     def _stop_group(self) -> None:
         if self._group is not None:
