@@ -29,25 +29,24 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in ci_lines
 
 
-def test_readme_main_command_installs_and_runs_the_quickstart():
+def test_readme_main_command_installs_and_runs_the_quickstart(tmp_path):
     main_command = bash_commands()[0]
     assert main_command == 'pip install -e ".[demo]" && lockstep demo'
-    runs = ROOT / "runs"
-    before = set(runs.iterdir()) if runs.exists() else set()
-    try:
-        done = subprocess.run(
-            ["bash", "-c", main_command], cwd=ROOT, capture_output=True, text=True, timeout=900
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "Validation accuracy:" in done.stdout
-        (made,) = set(runs.iterdir()) - before
-        assert (made / "training_curves.png").exists()
-        assert (made / "run_state.json").exists()
-    finally:
-        for path in set(runs.iterdir()) - before if runs.exists() else ():
-            shutil.rmtree(path, ignore_errors=True)
-        if runs.exists() and not any(runs.iterdir()):
-            runs.rmdir()
+    # The default storage place, moved by its environment variable into this test's directory.
+    done = subprocess.run(
+        ["bash", "-c", main_command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "LOCKSTEP_STORAGE_PATH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Validation accuracy:" in done.stdout
+    (made,) = tmp_path.iterdir()
+    assert f"Run directory: {made}" in done.stdout
+    assert (made / "training_curves.png").exists()
+    assert (made / "run_state.json").exists()
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))

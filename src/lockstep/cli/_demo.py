@@ -58,6 +58,9 @@ def train_func(config: dict[str, Any]) -> None:
     from lockstep.train.torch import prepare_data_loader, prepare_model
 
     limit = config.get("limit")
+    # The same seed on every rank: the same initial weights and dropout masks, so that two
+    # runs with one seed draw the same curves (the samplers shuffle by seed and epoch).
+    torch.manual_seed(config.get("seed", 0))
     train_set = TensorDataset(*load_digits("train", limit))
     valid_set = TensorDataset(*load_digits("valid", limit))
     train_loader: Any = prepare_data_loader(
@@ -143,17 +146,28 @@ def run_demo(
     *,
     epochs: int = 15,
     num_workers: int = 2,
-    storage_path: str = "./runs",
+    storage_path: str | None = None,
     name: str = "demo",
     limit: int | None = None,
     verbose: int = 1,
+    seed: int = 0,
 ) -> Result:
-    """Train the demo model and write its plot; returns the run's Result."""
+    """Train the demo model; returns the run's Result.
+
+    ``storage_path`` None is the default storage place, ``~/lockstep_results`` unless
+    ``LOCKSTEP_STORAGE_PATH`` says otherwise.
+    """
     from lockstep.train.torch import TorchTrainer
 
     trainer = TorchTrainer(
         train_func,
-        train_loop_config={"epochs": epochs, "lr": 0.003, "batch_size": 32, "limit": limit},
+        train_loop_config={
+            "epochs": epochs,
+            "lr": 0.003,
+            "batch_size": 32,
+            "limit": limit,
+            "seed": seed,
+        },
         scaling_config=ScalingConfig(num_workers=num_workers),
         run_config=RunConfig(
             name=name,
@@ -164,13 +178,18 @@ def run_demo(
                 checkpoint_score_order="max",
             ),
             verbose=verbose,
+            progress_total=epochs,
         ),
     )
     return trainer.fit()
 
 
 def plot(result: Result) -> str:
-    """Loss and accuracy per epoch, as a PNG in the run directory; returns its path."""
+    """Loss and accuracy per epoch, as a PNG in the run directory; returns its path.
+
+    The axes fit the data (an accuracy between 0.9 and 1 is not squashed into 0-1), and
+    the best epoch, the one of the best checkpoint, is marked on both.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,13 +197,32 @@ def plot(result: Result) -> str:
 
     frame = result.metrics_dataframe
     assert frame is not None, "the run reported nothing"
+    best = best_epoch(result)
     figure, (losses, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
     losses.plot(frame["epoch"], frame["train_loss"], marker="o", label="train")
     losses.plot(frame["epoch"], frame["val_loss"], marker="o", label="validation")
     losses.set(title="Loss", xlabel="epoch", ylabel="cross-entropy")
-    losses.legend()
     accuracy.plot(frame["epoch"], frame["val_accuracy"], marker="o", color="tab:green")
-    accuracy.set(title="Validation accuracy", xlabel="epoch", ylim=(0, 1))
+    accuracy.set(
+        title="Validation accuracy", xlabel="epoch", ylim=fitted_limits(frame["val_accuracy"])
+    )
+    accuracy.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    if best is not None:
+        row = frame[frame["epoch"] == best].iloc[-1]
+        for axes in (losses, accuracy):
+            axes.axvline(
+                best, color="grey", linestyle="--", linewidth=1, label=f"best: epoch {best}"
+            )
+        accuracy.plot([best], [row["val_accuracy"]], marker="*", markersize=14, color="tab:red")
+        accuracy.annotate(
+            f"{row['val_accuracy']:.1%}",
+            (best, row["val_accuracy"]),
+            textcoords="offset points",
+            xytext=(0, -16),
+            ha="center",
+        )
+    losses.legend()
+    accuracy.legend(loc="lower right")
     figure.tight_layout()
     path = os.path.join(result.path, PLOT_FILE)
     figure.savefig(path, dpi=100)
@@ -192,7 +230,48 @@ def plot(result: Result) -> str:
     return path
 
 
+def fitted_limits(values: Any, margin: float = 0.1) -> tuple[float, float]:
+    """Axis limits around ``values`` with a margin, kept inside 0..1 (for accuracies).
+
+    Example:
+        >>> fitted_limits([0.92, 0.96, 0.98])
+        (0.914, 0.986)
+    """
+    low, high = float(min(values)), float(max(values))
+    pad = max((high - low) * margin, 0.005)
+    return round(max(0.0, low - pad), 6), round(min(1.0, high + pad), 6)
+
+
+def best_epoch(result: Result) -> int | None:
+    """The epoch of the best checkpoint (by validation accuracy), or None."""
+    if not result.best_checkpoints:
+        return None
+    _, metrics = result.best_checkpoints[-1]
+    return int(metrics["epoch"])
+
+
+def check_storage(storage_path: str | None) -> str | None:
+    """Why runs cannot be written under ``storage_path`` (None: the default), or None."""
+    from lockstep._core import flags, storage
+
+    raw = storage_path or flags.DEFAULT_STORAGE_PATH.get()
+    try:
+        root = storage.StorageDir.from_uri(os.path.expanduser(raw))
+        root.makedirs()
+        probe = f".lockstep-write-test-{os.getpid()}"
+        root.write_atomic(probe, b"")
+        root.remove(probe)
+    except (OSError, ValueError) as exc:
+        return f"--storage-path {raw!r} cannot be written: {exc}"
+    return None
+
+
 def main(args: Any) -> int:
+    from lockstep.cli._main import usage_error
+
+    problem = check_storage(args.storage_path)
+    if problem is not None:
+        return usage_error("demo", problem)
     started = time.perf_counter()
     name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     result = run_demo(
@@ -201,6 +280,7 @@ def main(args: Any) -> int:
         storage_path=args.storage_path,
         name=name,
         limit=args.limit,
+        seed=args.seed,
     )
     elapsed = time.perf_counter() - started
     assert result.metrics is not None, "the run reported nothing"
