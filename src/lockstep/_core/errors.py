@@ -89,3 +89,36 @@ class TrainingFailedError(RuntimeError):
         if others:
             lines += ["", "Other workers:"] + [f"  {f.summary}" for f in others]
         return cls("\n".join(lines), failures)
+
+
+class TrainingInterrupted(SystemExit, KeyboardInterrupt):
+    """The run was stopped on request (Ctrl-C) after its workers were stopped.
+
+    The committed checkpoints stay and the run can be continued. Left uncaught, it ends
+    the program quietly with exit code 130, as a shell does after Ctrl-C; it is also a
+    KeyboardInterrupt, so ``except KeyboardInterrupt`` catches it.
+
+    Attributes:
+        reason: What asked for the stop, e.g. ``"Ctrl-C"``.
+        path: The run directory.
+        training_iteration: The steps recorded before the stop.
+        latest_checkpoint: The latest committed checkpoint's directory name, or None.
+    """
+
+    EXIT_CODE = 130
+
+    def __init__(
+        self, *, reason: str, path: str, training_iteration: int, latest_checkpoint: str | None
+    ) -> None:
+        super().__init__(self.EXIT_CODE)
+        self.reason = reason
+        self.path = path
+        self.training_iteration = training_iteration
+        self.latest_checkpoint = latest_checkpoint
+
+    def __str__(self) -> str:
+        kept = f", latest checkpoint {self.latest_checkpoint}" if self.latest_checkpoint else ""
+        return (
+            f"stopped by {self.reason} at iteration {self.training_iteration}{kept}; "
+            f"run in {self.path}"
+        )

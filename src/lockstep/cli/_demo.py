@@ -151,6 +151,7 @@ def run_demo(
     limit: int | None = None,
     verbose: int = 1,
     seed: int = 0,
+    resume_hint: str | None = None,
 ) -> Result:
     """Train the demo model; returns the run's Result.
 
@@ -159,7 +160,11 @@ def run_demo(
     """
     from lockstep.train.torch import TorchTrainer
 
-    trainer = TorchTrainer(
+    class DemoTrainer(TorchTrainer):
+        def _resume_hint(self, run_dir: Any) -> str:
+            return resume_hint or super()._resume_hint(run_dir)
+
+    trainer = DemoTrainer(
         train_func,
         train_loop_config={
             "epochs": epochs,
@@ -281,6 +286,7 @@ def main(args: Any) -> int:
         name=name,
         limit=args.limit,
         seed=args.seed,
+        resume_hint=_same_command(args, name),
     )
     elapsed = time.perf_counter() - started
     assert result.metrics is not None, "the run reported nothing"
@@ -295,3 +301,14 @@ def main(args: Any) -> int:
     print(f"Run directory: {result.path}")
     print(f"Plot: {plot(result)}")
     return 0
+
+
+def _same_command(args: Any, name: str) -> str:
+    """The command that continues this demo run."""
+    parts = ["lockstep demo", f"--name {name}", f"--epochs {args.epochs}"]
+    parts += [f"--workers {args.workers}", f"--seed {args.seed}"]
+    if args.storage_path:
+        parts.append(f"--storage-path {args.storage_path}")
+    if args.limit:
+        parts.append(f"--limit {args.limit}")
+    return " ".join(parts)

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from lockstep._core import flags
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a program ended by Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,6 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         SystemExit: 2
     """
     args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        # The run said where it stopped and how to continue; a traceback would add nothing.
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from lockstep.cli._demo import main as demo
 

@@ -2,6 +2,7 @@
 at a time.
 
     Starting -> Running -> (Restarting -> Starting -> Running)* -> Finished | Errored
+    any of the first three -> Stopped, when asked to stop (Ctrl-C)
 
 Each state is a value; :meth:`TrainController.step` carries out one transition. The
 worker group is reached only through its interface, so tests drive the controller with
@@ -18,8 +19,9 @@ from typing import Any
 from lockstep._core import storage
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._core.result import Result, user_metrics
+from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress, RunSummary
@@ -63,7 +65,14 @@ class Errored:
     error: TrainingFailedError
 
 
-State = Starting | Running | Restarting | Finished | Errored
+@dataclasses.dataclass(frozen=True)
+class Stopped:
+    """Asked to stop (Ctrl-C): workers stopped, the committed checkpoints kept."""
+
+    reason: str
+
+
+State = Starting | Running | Restarting | Finished | Errored | Stopped
 
 
 class TrainController:
@@ -98,29 +107,51 @@ class TrainController:
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
         self._spec_offset = 0
+        self._stop_reason: str | None = None
         self.state: State = Starting(attempt=0)
 
+    def request_stop(self, reason: str) -> None:
+        """Stop at the next transition: the workers are stopped, the committed checkpoints
+        stay, and the run can be continued (``Trainer.restore`` or the same script again).
+
+        Safe to call from a signal handler: it only records the request.
+        """
+        self._stop_reason = reason
+
     def run(self) -> Result:
-        """Step until the run finishes (return its Result) or fails (raise)."""
+        """Step until the run finishes (return its Result) or fails (raise).
+
+        Ctrl-C (in the main thread) stops the run gracefully and raises
+        :class:`TrainingInterrupted`; a second Ctrl-C raises KeyboardInterrupt at once.
+        """
         resumed = self._checkpoints.state.latest
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
         )
         outcome = "interrupted"
-        try:
-            while not isinstance(self.state, Finished | Errored):
-                self.step()
-            outcome = "finished" if isinstance(self.state, Finished) else "failed"
-        finally:
-            self._close(outcome)
+        with interrupts.stop_on_sigint(self.request_stop):
+            try:
+                while not isinstance(self.state, Finished | Errored | Stopped):
+                    self.step()
+                outcome = _OUTCOMES[type(self.state)]
+            except KeyboardInterrupt:
+                # the second Ctrl-C: still say where the run is and how to continue it
+                self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+                raise
+            finally:
+                self._close(outcome)
         if isinstance(self.state, Errored):
             raise self.state.error
+        if isinstance(self.state, Stopped):
+            raise self._interrupted(self.state)
         return self._result()
 
     def step(self) -> None:
         """Carry out one transition."""
         state = self.state
-        if isinstance(state, Starting):
+        if self._stop_reason is not None and not isinstance(state, Finished | Errored):
+            self.state = Stopped(self._stop_reason)
+        elif isinstance(state, Starting):
             self.state = self._start(state)
         elif isinstance(state, Running):
             self.state = self._poll(state)
@@ -225,6 +256,8 @@ class TrainController:
             state.status = "errored"
             state.error = _error_record(self.state.error)
             self._write_error_file(self.state.error)
+        elif isinstance(self.state, Stopped):
+            state.status = "interrupted"
         self._run_log.close()
         self._checkpoints.save()
         best = state.checkpoints[-1] if state.checkpoints else None
@@ -233,13 +266,27 @@ class TrainController:
                 outcome=outcome,
                 best_checkpoint=best.dir_name if best else None,
                 best_metrics=best.metrics if best else None,
+                stopped=str(self._interrupted(self.state))
+                if isinstance(self.state, Stopped)
+                else None,
             )
         )
 
     def _stop_group(self) -> None:
         if self._group is not None:
-            group, self._group = self._group, None
-            group.shutdown()
+            try:
+                self._group.shutdown()
+            finally:
+                self._group = None
+
+    def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
+        state = self._checkpoints.state
+        return TrainingInterrupted(
+            reason=stopped.reason,
+            path=self._spec.run_dir.uri,
+            training_iteration=state.training_iteration,
+            latest_checkpoint=state.latest,
+        )
 
     def _write_error_file(self, error: TrainingFailedError) -> None:
         run_dir = self._spec.run_dir
@@ -269,6 +316,9 @@ class TrainController:
         return RunContext(
             name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
         )
+
+
+_OUTCOMES = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
 
 
 def _first(failures: dict[int, WorkerFailure]) -> WorkerFailure:

@@ -22,9 +22,10 @@ MAX_METRICS = 3  # a status line is read at a glance: a few numbers, not a table
 class RunSummary:
     """What the last lines say about a run that ended."""
 
-    outcome: str  # "finished", "failed", "interrupted"
+    outcome: str  # "finished", "failed", "stopped" (on request), "interrupted" (an exception)
     best_checkpoint: str | None = None
     best_metrics: dict[str, Any] | None = None
+    stopped: str | None = None  # where a stopped run is, e.g. "stopped by Ctrl-C at ..."
 
 
 def choose_metrics(
@@ -104,6 +105,7 @@ class Progress:
         metrics: The metrics to show; None chooses (see :func:`choose_metrics`).
         score_attribute: The checkpoint score attribute, shown first when metrics is None.
         total: The number of reports the run will make, for ``iter k/total`` and an ETA.
+        resume_hint: How to continue the run after a stop, e.g. ``TorchTrainer.restore(...)``.
         stream: Where lines go; standard error by default.
     """
 
@@ -117,8 +119,10 @@ class Progress:
         metrics: Sequence[str] | None = None,
         score_attribute: str | None = None,
         total: int | None = None,
+        resume_hint: str = "run the same script again",
         stream: TextIO | None = None,
     ) -> None:
+        self._resume_hint = resume_hint
         self._name = name
         self._run_uri = run_uri
         self._num_workers = num_workers
@@ -223,7 +227,10 @@ class Progress:
                 self._print(line)
 
     def summary_lines(self, summary: RunSummary) -> list[str]:
-        """The last lines: how it ended, how long, what it kept, where it is."""
+        """The last lines: how it ended, how long, what it kept, where it is; after a stop,
+        one line: where it stopped and how to continue."""
+        if summary.stopped is not None:
+            return [f"{summary.stopped}; to continue: {self._resume_hint}"]
         restarts = f"{self._restarts} restart{'s' if self._restarts != 1 else ''}"
         reports = f"{self._reports} report{'s' if self._reports != 1 else ''}"
         lines = [

@@ -67,7 +67,7 @@ def _write(table: pa.Table) -> str | None:
     free = os.statvfs(_SHM)
     if table.nbytes * 2 > free.f_bavail * free.f_frsize:
         return None
-    path = os.path.join(_SHM, f"lockstep-table-{uuid.uuid4().hex}.arrow")
+    path = os.path.join(_SHM, f"lockstep-table-{os.getpid()}-{uuid.uuid4().hex}.arrow")
     try:
         # Arrow's file format writes only a sliced table's own rows (pickling a slice
         # would carry its whole parent's buffers).
