@@ -56,7 +56,7 @@ def marked_processes(mark: str) -> list[psutil.Process]:
 
 def assert_nothing_left(mark: str, pid: int) -> None:
     # The fork server notices its driver is gone, and exits, a moment later.
-    gone, alive = psutil.wait_procs(marked_processes(mark), timeout=10)
+    _gone, alive = psutil.wait_procs(marked_processes(mark), timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"lockstep-table-{pid}-")]
 
@@ -66,7 +66,7 @@ def test_first_ctrl_c_stops_keeps_the_checkpoint_and_says_how_to_continue(tmp_pa
     proc = start_demo(tmp_path, mark)
     wait_for_iteration(proc, 2)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     last = err.splitlines()[-1]
