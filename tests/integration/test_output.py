@@ -169,3 +169,47 @@ def test_live_status_line_is_cut_to_the_terminal_width(tmp_path):
     assert status, text
     assert all(len(s) <= 60 for s in status), status
     assert any(s.endswith("…") for s in status)
+
+
+def reports_a_tensor():
+    import torch
+
+    train.report({"loss": torch.tensor(0.5)})
+
+
+def test_a_workers_error_shows_the_users_frames_and_names_the_error_file(tmp_path):
+    import pytest
+
+    from lockstep.train import TrainingFailedError
+
+    with pytest.raises(TrainingFailedError) as raised:
+        DataParallelTrainer(
+            reports_a_tensor,
+            scaling_config=ScalingConfig(num_workers=2),
+            run_config=RunConfig(name="bad", storage_path=str(tmp_path), verbose=0),
+        ).fit()
+    message = str(raised.value)
+    lines = message.splitlines()
+    assert re.fullmatch(
+        r"Training failed: rank \d \(pid \d+\) raised UsageError: metric 'loss' is a Tensor.*",
+        lines[0],
+    )
+    traceback = lines[lines.index("Traceback (most recent call last):") :]
+    frames = [line for line in traceback if line.strip().startswith("File ")]
+    assert frames == [
+        f'  File "{__file__}", line {_line_of("torch.tensor(0.5)")}, in reports_a_tensor'
+    ]
+    assert "The above exception" not in message  # how lockstep came to raise it is left out
+    error_file = tmp_path / "bad" / "error.txt"
+    assert lines[-1] == f"The full error, every worker's traceback included: {error_file}"
+    full = error_file.read_text()
+    assert full.startswith(message)
+    assert "lockstep/_internal/execution/metrics.py" in full  # the whole story is kept there
+    assert raised.value.root_cause.rank in (0, 1)
+
+
+def _line_of(text: str) -> int:
+    with open(__file__) as source:
+        return next(
+            i for i, line in enumerate(source, 1) if text in line and "_line_of" not in line
+        )

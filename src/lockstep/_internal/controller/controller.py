@@ -244,7 +244,13 @@ class TrainController:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
         if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
             return Restarting(attempt=attempt, failures=dict(self._failures))
-        return Errored(TrainingFailedError.from_failures(self._failures, attempts=attempt + 1))
+        return Errored(
+            TrainingFailedError.from_failures(
+                self._failures,
+                attempts=attempt + 1,
+                error_file=self._spec.run_dir.join(storage.ERROR_FILE),
+            )
+        )
 
     def _close(self, outcome: str) -> None:
         self._stop_group()
@@ -290,7 +296,7 @@ class TrainController:
 
     def _write_error_file(self, error: TrainingFailedError) -> None:
         run_dir = self._spec.run_dir
-        run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
+        run_dir.write_atomic(storage.ERROR_FILE, error_text(error).encode("utf-8"))
 
     def _result(self) -> Result:
         metrics = self._last_metrics
@@ -341,12 +347,22 @@ def _usage_failure(rank: int, message: str) -> WorkerFailure:
     )
 
 
+def error_text(error: TrainingFailedError) -> str:
+    """The error file: the message, then every failed worker's full traceback."""
+    parts = [str(error), ""]
+    for rank, failure in sorted(error.worker_failures.items()):
+        parts += ["", f"=== rank {rank}: {failure.summary}"]
+        if failure.full_traceback or failure.traceback:
+            parts.append((failure.full_traceback or failure.traceback).rstrip())
+    return "\n".join(parts) + "\n"
+
+
 def _error_record(error: TrainingFailedError) -> dict[str, Any]:
     failures = {
         str(rank): {
             field.name: getattr(f, field.name)
             for field in dataclasses.fields(f)
-            if field.name != "exception"
+            if field.name not in ("exception", "full_traceback")
         }
         for rank, f in error.worker_failures.items()
     }
