@@ -230,7 +230,8 @@ def _leaked_shm_files(before: set[str]) -> list[str]:
     leaked = []
     for name in sorted(_lockstep_shm_files() - before):
         pid = name.split("-")[2] if name.count("-") >= 3 else ""
-        if not pid.isdigit() or int(pid) == os.getpid() or not psutil.pid_exists(int(pid)):
+        # a name without a pid is not this code's (another checkout on this machine)
+        if pid.isdigit() and (int(pid) == os.getpid() or not psutil.pid_exists(int(pid))):
             leaked.append(name)
     return leaked
 
