@@ -190,19 +190,27 @@ def run_demo(
 
 
 def plot(result: Result) -> str:
-    """Loss and accuracy per epoch, as a PNG in the run directory; returns its path.
+    """Loss and accuracy per epoch, as a PNG in the run directory; returns its path."""
+    import matplotlib.pyplot as plt
 
-    The axes fit the data (an accuracy between 0.9 and 1 is not squashed into 0-1), and
-    the best epoch, the one of the best checkpoint, is marked on both.
-    """
+    figure = draw(result)
+    path = os.path.join(result.path, PLOT_FILE)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def draw(result: Result) -> Any:
+    """The figure of :func:`plot`: the axes fit the data (an accuracy between 0.9 and 1 is
+    not squashed into 0-1), and the best epoch, the best checkpoint's, is marked on both."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     frame = result.metrics_dataframe
     assert frame is not None, "the run reported nothing"
-    best = best_epoch(result)
     figure, (losses, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
     losses.plot(frame["epoch"], frame["train_loss"], marker="o", label="train")
     losses.plot(frame["epoch"], frame["val_loss"], marker="o", label="validation")
@@ -211,28 +219,22 @@ def plot(result: Result) -> str:
     accuracy.set(
         title="Validation accuracy", xlabel="epoch", ylim=fitted_limits(frame["val_accuracy"])
     )
-    accuracy.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    accuracy.yaxis.set_major_formatter(PercentFormatter(1.0))
+    best = best_epoch(result)
     if best is not None:
-        row = frame[frame["epoch"] == best].iloc[-1]
+        value = float(frame[frame["epoch"] == best]["val_accuracy"].iloc[-1])
         for axes in (losses, accuracy):
             axes.axvline(
                 best, color="grey", linestyle="--", linewidth=1, label=f"best: epoch {best}"
             )
-        accuracy.plot([best], [row["val_accuracy"]], marker="*", markersize=14, color="tab:red")
+        accuracy.plot([best], [value], marker="*", markersize=14, color="tab:red")
         accuracy.annotate(
-            f"{row['val_accuracy']:.1%}",
-            (best, row["val_accuracy"]),
-            textcoords="offset points",
-            xytext=(0, -16),
-            ha="center",
+            f"{value:.1%}", (best, value), textcoords="offset points", xytext=(0, 10), ha="center"
         )
     losses.legend()
     accuracy.legend(loc="lower right")
     figure.tight_layout()
-    path = os.path.join(result.path, PLOT_FILE)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return figure
 
 
 def fitted_limits(values: Any, margin: float = 0.1) -> tuple[float, float]:
