@@ -22,7 +22,6 @@ import pytest
 from lockstep.train import RunConfig
 
 SESSION_MARK = "LOCKSTEP_TEST_SESSION"
-_SYSTEM_TEMP = pytest.StashKey[str]()
 _BASE = pytest.StashKey[Path]()
 
 
@@ -37,15 +36,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # A temp directory of our own, so that the leak check sees only this session's files.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    system_temp = tempfile.gettempdir()
-    base = Path(system_temp) / f"lockstep-tests-{os.getpid()}-{worker}"
+    base = Path(tempfile.gettempdir()) / f"lockstep-tests-{os.getpid()}-{worker}"
     base.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(base)
     tempfile.tempdir = str(base)
     # Every process this session starts inherits the mark, Ray's daemons included, so the
     # session can find them at its end even after they were orphaned.
     os.environ[SESSION_MARK] = f"{os.getpid()}-{worker}"
-    config.stash[_SYSTEM_TEMP] = system_temp
     config.stash[_BASE] = base
 
 
@@ -236,23 +233,25 @@ def _leaked_shm_files(before: set[str]) -> list[str]:
     return leaked
 
 
-def _system_temp_entries(system_temp: str) -> set[str]:
-    # other sessions' own temp directories are theirs to remove
-    return {
-        n
-        for n in os.listdir(system_temp)
-        if n.startswith("lockstep") and not n.startswith("lockstep-tests-")
-    }
+def _session_leftovers(base: Path) -> list[Path]:
+    """lockstep's files in the session's temp directory, and test Ray clusters' temp
+    directories, still there. (The system's temp directory is shared with whatever else
+    runs on the machine, so nothing there is judged: lockstep's own files go to TMPDIR,
+    which is the session's directory.)"""
+    from tests.ray_cluster import started_temp_dirs
+
+    found = [p for p in base.iterdir() if p.name.startswith("lockstep-")]
+    return found + [Path(d) for d in started_temp_dirs() if os.path.exists(d)]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def suite_leaves_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails the run when, after the last test, a process the session started is still
-    running (an orphaned Ray client server, say), or lockstep left files in the system's
-    temp directory or in /dev/shm. Whatever is found is removed, so one leak is reported
+    running (an orphaned Ray client server, say), or lockstep left files in the temp
+    directory or in /dev/shm. Whatever is found is removed, so one leak is reported
     once and does not stay on the machine."""
-    system_temp = request.config.stash[_SYSTEM_TEMP]
-    temp_before, shm_before = _system_temp_entries(system_temp), _lockstep_shm_files()
+    base = request.config.stash[_BASE]
+    shm_before = _lockstep_shm_files()
     yield
     problems = []
     _, alive = psutil.wait_procs(_marked_processes(), timeout=10)
@@ -266,11 +265,10 @@ def suite_leaves_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
                 continue
         if described:
             problems.append(f"processes left running after the tests: {described}")
-    if leftover := sorted(_system_temp_entries(system_temp) - temp_before):
-        for name in leftover:
-            path = os.path.join(system_temp, name)
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
-        problems.append(f"left in {system_temp}: {leftover}")
+    if leftover := _session_leftovers(base):
+        for path in leftover:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+        problems.append(f"left in the temp directory: {sorted(str(p) for p in leftover)}")
     if shm := _leaked_shm_files(shm_before):
         for name in shm:
             with contextlib.suppress(FileNotFoundError):

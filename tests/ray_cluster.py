@@ -56,6 +56,12 @@ def node_ports() -> list[str]:
 
 
 CLUSTER_MARK = "LOCKSTEP_TEST_RAY_CLUSTER"
+_STARTED: list[str] = []  # every cluster's temp dir, for the suite's end-of-session check
+
+
+def started_temp_dirs() -> list[str]:
+    """The temp directories of the clusters this session created (stop() removes them)."""
+    return list(_STARTED)
 
 
 class LocalRayCluster:
@@ -65,6 +71,7 @@ class LocalRayCluster:
         # short: Ray's unix socket paths under it must stay below 108 characters
         self.temp_dir = f"/tmp/lsray-{secrets.token_hex(3)}"
         self.address = ""
+        _STARTED.append(self.temp_dir)
 
     def env(self) -> dict[str, str]:
         """The environment of this cluster's ``ray start`` commands: every process they

@@ -10,6 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import textwrap
 
 import psutil
 
@@ -107,4 +108,58 @@ def test_second_ctrl_c_ends_at_once(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert err.splitlines()[-1].startswith("[lockstep] stopped by Ctrl-C at iteration ")
+    assert_nothing_left(mark, proc.pid)
+
+
+STUBBORN = textwrap.dedent("""
+    import os, signal, sys, time
+    from lockstep import train
+    from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+
+    def train_func(config):
+        # told to stop, this worker says so and carries on: only a kill ends it
+        signal.signal(signal.SIGTERM, lambda *_: open(config["told"], "w").close())
+        while True:
+            train.report({"loss": 1.0})
+            time.sleep(0.05)
+
+    DataParallelTrainer(
+        train_func,
+        train_loop_config={"told": sys.argv[2]},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(name="stubborn", storage_path=sys.argv[1]),
+    ).fit()
+""")
+
+
+def test_second_ctrl_c_while_workers_are_given_their_grace_kills_them_at_once(tmp_path):
+    from tests.integration.test_restore import wait_for
+
+    script, told = tmp_path / "stubborn.py", tmp_path / "told"
+    script.write_text(STUBBORN)
+    mark = secrets.token_hex(8)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), str(told)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # without the second Ctrl-C the workers would have ten minutes to stop
+        env={
+            **os.environ,
+            "LOCKSTEP_WORKER_SHUTDOWN_GRACE_S": "600",
+            "LOCKSTEP_PROGRESS_INTERVAL_S": "0",
+            MARK: mark,
+        },
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "| loss=1 |" in line:  # every worker reported: each has its SIGTERM handler
+            break
+    proc.send_signal(signal.SIGINT)
+    wait_for(told.exists)  # the graceful stop has begun: the workers were told
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1].startswith("[lockstep] stopped by Ctrl-C at iteration "), err
+    assert f"run in {tmp_path / 'stubborn'}; to continue: DataParallelTrainer.restore(" in err
     assert_nothing_left(mark, proc.pid)

@@ -122,29 +122,36 @@ class TrainController:
         """Step until the run finishes (return its Result) or fails (raise).
 
         Ctrl-C (in the main thread) stops the run gracefully and raises
-        :class:`TrainingInterrupted`; a second Ctrl-C raises KeyboardInterrupt at once.
+        :class:`TrainingInterrupted`; a second Ctrl-C kills the workers at once and raises
+        it too. Either way the run can be continued.
         """
         resumed = self._checkpoints.state.latest
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
         )
-        outcome = "interrupted"
         with interrupts.stop_on_sigint(self.request_stop):
             try:
-                while not isinstance(self.state, Finished | Errored | Stopped):
-                    self.step()
-                outcome = _OUTCOMES[type(self.state)]
+                self._run_to_the_end()
             except KeyboardInterrupt:
-                # the second Ctrl-C: still say where the run is and how to continue it
-                self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
-                raise
-            finally:
-                self._close(outcome)
+                pass  # a second Ctrl-C: the state says Stopped, raised below
         if isinstance(self.state, Errored):
             raise self.state.error
         if isinstance(self.state, Stopped):
             raise self._interrupted(self.state)
         return self._result()
+
+    def _run_to_the_end(self) -> None:
+        outcome = "interrupted"
+        try:
+            while not isinstance(self.state, Finished | Errored | Stopped):
+                self.step()
+            outcome = _OUTCOMES[type(self.state)]
+        except KeyboardInterrupt:
+            # the second Ctrl-C: still say where the run is and how to continue it
+            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+            raise
+        finally:
+            self._close(outcome)
 
     def step(self) -> None:
         """Carry out one transition."""
@@ -253,7 +260,17 @@ class TrainController:
         )
 
     def _close(self, outcome: str) -> None:
-        self._stop_group()
+        try:
+            self._stop_group()
+        except KeyboardInterrupt:
+            # a second Ctrl-C while the workers were given their grace: they were killed
+            # at once; the records are still written, and the run said where it stopped
+            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+            self._write_records(outcome)
+            raise
+        self._write_records(outcome)
+
+    def _write_records(self, outcome: str) -> None:
         self._checkpoints.remove_uncommitted()
         state = self._checkpoints.state
         if isinstance(self.state, Finished):
