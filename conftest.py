@@ -6,7 +6,9 @@ Each test must leave no child process, no thread, no environment variable change
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -18,6 +20,9 @@ import psutil
 import pytest
 
 from lockstep.train import RunConfig
+
+SESSION_MARK = "LOCKSTEP_TEST_SESSION"
+_BASE = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +40,17 @@ def pytest_configure(config: pytest.Config) -> None:
     base.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(base)
     tempfile.tempdir = str(base)
+    # Every process this session starts inherits the mark, Ray's daemons included, so the
+    # session can find them at its end even after they were orphaned.
+    os.environ[SESSION_MARK] = f"{os.getpid()}-{worker}"
+    config.stash[_BASE] = base
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The session's own temp directory goes too: nothing of lockstep's stays in the
+    # system's temp directory after a run.
+    if _BASE in config.stash:
+        shutil.rmtree(config.stash[_BASE], ignore_errors=True)
 
 
 def _children() -> set[int]:
@@ -179,3 +195,84 @@ def ray_connected(ray_cluster: object) -> Iterator[None]:
     ray.init(address=ray_cluster.address, log_to_driver=False)  # type: ignore[attr-defined]
     yield
     ray.shutdown()
+
+
+def _marked_processes() -> list[psutil.Process]:
+    """Every process on the machine that this session started, directly or not, but this
+    process and the fork server (warm for the whole session by design)."""
+    from lockstep._internal.execution.worker_group.process import forkserver
+
+    mark = os.environ[SESSION_MARK]
+    spared = {os.getpid(), forkserver.server_pid()}
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid not in spared and proc.environ().get(SESSION_MARK) == mark:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _lockstep_shm_files() -> set[str]:
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("lockstep-")}
+    except FileNotFoundError:
+        return set()
+
+
+def _leaked_shm_files(before: set[str]) -> list[str]:
+    """New lockstep files in /dev/shm that no live process of another session owns: their
+    names carry the creating process's id."""
+    leaked = []
+    for name in sorted(_lockstep_shm_files() - before):
+        pid = name.split("-")[2] if name.count("-") >= 3 else ""
+        # a name without a pid is not this code's (another checkout on this machine)
+        if pid.isdigit() and (int(pid) == os.getpid() or not psutil.pid_exists(int(pid))):
+            leaked.append(name)
+    return leaked
+
+
+def _session_leftovers(base: Path) -> list[Path]:
+    """lockstep's files in the session's temp directory, and test Ray clusters' temp
+    directories, still there. (The system's temp directory is shared with whatever else
+    runs on the machine, so nothing there is judged: lockstep's own files go to TMPDIR,
+    which is the session's directory.)"""
+    from tests.ray_cluster import started_temp_dirs
+
+    found = [p for p in base.iterdir() if p.name.startswith("lockstep-")]
+    return found + [Path(d) for d in started_temp_dirs() if os.path.exists(d)]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def suite_leaves_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the run when, after the last test, a process the session started is still
+    running (an orphaned Ray client server, say), or lockstep left files in the temp
+    directory or in /dev/shm. Whatever is found is removed, so one leak is reported
+    once and does not stay on the machine."""
+    base = request.config.stash[_BASE]
+    shm_before = _lockstep_shm_files()
+    yield
+    problems = []
+    _, alive = psutil.wait_procs(_marked_processes(), timeout=10)
+    if alive:
+        described = []
+        for proc in alive:
+            try:
+                described.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+                proc.kill()
+            except psutil.NoSuchProcess:
+                continue
+        if described:
+            problems.append(f"processes left running after the tests: {described}")
+    if leftover := _session_leftovers(base):
+        for path in leftover:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+        problems.append(f"left in the temp directory: {sorted(str(p) for p in leftover)}")
+    if shm := _leaked_shm_files(shm_before):
+        for name in shm:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join("/dev/shm", name))
+        problems.append(f"left in /dev/shm: {shm}")
+    if problems:
+        pytest.fail("the test suite left things behind: " + "; ".join(problems), pytrace=False)

@@ -3,7 +3,12 @@
 Datasets are split into train/validation, repeated per epoch with a fresh shuffle, handed to
 `Trainer.run(dataset=...)`, and read in each worker with iter_epochs() and to_torch().
 
-    python examples/legacy_dataset_pipeline.py [--workers 4] [--epochs 3]
+Install and run, from the repository's root:
+
+    pip install -e ".[torch]"
+    python examples/legacy_dataset_pipeline.py [--workers 4] [--epochs 3] [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--storage-path", default=None)
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
 
     num_workers = args.workers

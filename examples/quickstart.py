@@ -4,7 +4,12 @@ Each worker fits y = 3x + 2 by gradient descent on its own samples (numpy only),
 its state every epoch, and resumes from the latest checkpoint, as a real training
 script does. A failure is injected once on rank 1 to show the run recovering.
 
-    python examples/quickstart.py [--storage-path ./runs] [--epochs 20]
+Install and run, from the repository's root:
+
+    pip install -e .
+    python examples/quickstart.py [--epochs 20] [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def train_func(config: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--name", default="quickstart")
     args = parser.parse_args()

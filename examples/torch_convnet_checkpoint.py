@@ -3,7 +3,12 @@
 The first fit trains a few epochs; the second fit with the same run name continues from the
 latest checkpoint (model and optimizer state), as after an interruption.
 
-    python examples/torch_convnet_checkpoint.py [--epochs 6] [--storage-path ./runs]
+Install and run, from the repository's root:
+
+    pip install -e ".[demo]"      # torch and scikit-learn (the digits)
+    python examples/torch_convnet_checkpoint.py [--epochs 6] [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def fit(epochs: int, storage_path: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
 
     first = fit(args.epochs // 2, args.storage_path)
@@ -130,6 +135,7 @@ def main() -> None:
     model = ConvNet()
     model.load_state_dict(state["model_state_dict"])
     print(f"restored the model of epoch {state['epoch']} from {second.checkpoint.path}")
+    print(f"run directory: {second.path}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,12 @@
 The dataset is described once on the driver; each of the 2 workers reads only its own half
 of it with get_dataset_shard("train").iter_torch_batches, and DDP keeps the model in step.
 
-    python examples/torch_linear_regression_data.py [--epochs 40]
+Install and run, from the repository's root:
+
+    pip install -e ".[torch]"
+    python examples/torch_linear_regression_data.py [--epochs 40] [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def train_func(config):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
 
     train_dataset = lockstep.data.from_items(
@@ -61,6 +66,7 @@ def main() -> None:
         f"final loss {result.metrics['loss']:.5f}, rows per worker {result.metrics['rows']}, "
         f"slope {result.return_value:.3f} (true: 2)"
     )
+    print(f"run directory: {result.path}")
 
 
 if __name__ == "__main__":

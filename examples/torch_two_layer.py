@@ -4,7 +4,12 @@ The Ray Train material's first example (``from ray.train import Trainer``), with
 changed to ``lockstep``: prepare_model wraps the model in DistributedDataParallel, so the
 4 workers keep identical weights while each trains on its own random batch.
 
-    python examples/torch_two_layer.py [--workers 4] [--epochs 3]
+Install and run, from the repository's root:
+
+    pip install -e ".[torch]"
+    python examples/torch_two_layer.py [--workers 4] [--epochs 3] [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--storage-path", default=None)
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
 
     trainer = Trainer(

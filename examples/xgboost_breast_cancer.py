@@ -6,7 +6,12 @@ scaling config and ``label=``, ``trainer.fit(dataset=..., preprocessor=...)``, a
 trained model (with its preprocessor, from ``result.checkpoint``) predicting on the
 features-only dataset.
 
-    python examples/xgboost_breast_cancer.py [--storage-path ./runs]
+Install and run, from the repository's root:
+
+    pip install -e ".[xgboost,sklearn]"   # scikit-learn for the data
+    python examples/xgboost_breast_cancer.py [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from lockstep.train.xgboost import XGBoostTrainer
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
 
     # Example 6-1: the data
@@ -66,6 +71,7 @@ def main() -> None:
     this_model = this_checkpoint.load_model()
     predicted = this_model.predict(predict_ds)
     print(predicted.to_pandas())
+    print(f"run directory: {result.path}")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,15 @@ def node_ports() -> list[str]:
     ]
 
 
+CLUSTER_MARK = "LOCKSTEP_TEST_RAY_CLUSTER"
+_STARTED: list[str] = []  # every cluster's temp dir, for the suite's end-of-session check
+
+
+def started_temp_dirs() -> list[str]:
+    """The temp directories of the clusters this session created (stop() removes them)."""
+    return list(_STARTED)
+
+
 class LocalRayCluster:
     """A head node and, on demand, more nodes, all on this machine."""
 
@@ -62,6 +71,13 @@ class LocalRayCluster:
         # short: Ray's unix socket paths under it must stay below 108 characters
         self.temp_dir = f"/tmp/lsray-{secrets.token_hex(3)}"
         self.address = ""
+        _STARTED.append(self.temp_dir)
+
+    def env(self) -> dict[str, str]:
+        """The environment of this cluster's ``ray start`` commands: every process they
+        start inherits the mark, so that stop() finds even those whose command line does
+        not name the temp dir (the Ray client server's does not)."""
+        return {**ray_env(), CLUSTER_MARK: self.temp_dir}
 
     def start_head(self, num_cpus: int = 4, dashboard_port: int | None = None) -> str:
         """Start the head; with ``dashboard_port`` also Ray's dashboard (and job server)."""
@@ -74,6 +90,7 @@ class LocalRayCluster:
         self._ray_start(
             "--head",
             f"--port={port}",
+            f"--ray-client-server-port={free_port()}",  # not 10001: clusters would fight
             f"--num-cpus={num_cpus}",
             *dashboard,
             "--disable-usage-stats",
@@ -112,7 +129,7 @@ class LocalRayCluster:
     def _ray_start(self, *args: str) -> None:
         subprocess.run(
             [_ray(), "start", f"--temp-dir={self.temp_dir}", *args],
-            env=ray_env(),
+            env=self.env(),
             check=True,
             capture_output=True,
             text=True,
@@ -123,9 +140,11 @@ class LocalRayCluster:
         found = []
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if any(self.temp_dir in part for part in proc.info["cmdline"] or ()):
+                if any(self.temp_dir in part for part in proc.info["cmdline"] or ()) or (
+                    proc.environ().get(CLUSTER_MARK) == self.temp_dir
+                ):
                     found.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         return found
 

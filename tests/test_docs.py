@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -29,32 +28,36 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in ci_lines
 
 
-def test_readme_main_command_installs_and_runs_the_quickstart():
+def test_readme_main_command_installs_and_runs_the_quickstart(tmp_path):
     main_command = bash_commands()[0]
     assert main_command == 'pip install -e ".[demo]" && lockstep demo'
-    runs = ROOT / "runs"
-    before = set(runs.iterdir()) if runs.exists() else set()
-    try:
-        done = subprocess.run(
-            ["bash", "-c", main_command], cwd=ROOT, capture_output=True, text=True, timeout=900
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "Validation accuracy:" in done.stdout
-        (made,) = set(runs.iterdir()) - before
-        assert (made / "training_curves.png").exists()
-        assert (made / "run_state.json").exists()
-    finally:
-        for path in set(runs.iterdir()) - before if runs.exists() else ():
-            shutil.rmtree(path, ignore_errors=True)
-        if runs.exists() and not any(runs.iterdir()):
-            runs.rmdir()
+    # The default storage place, moved by its environment variable into this test's directory.
+    done = subprocess.run(
+        ["bash", "-c", main_command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "LOCKSTEP_STORAGE_PATH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Validation accuracy:" in done.stdout
+    (made,) = tmp_path.iterdir()
+    assert f"Run directory: {made}" in done.stdout
+    assert (made / "training_curves.png").exists()
+    assert (made / "run_state.json").exists()
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_readme_python_blocks_run(index, tmp_path):
     code = blocks("python")[index]
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "LOCKSTEP_STORAGE_PATH": str(tmp_path / "results")},
     )
     assert done.returncode == 0, done.stderr
     assert re.search(r"\{'[\w-]+': ", done.stdout), done.stdout  # it printed result.metrics
@@ -74,14 +77,35 @@ def test_every_example_is_run_by_a_test():
     assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXAMPLES)
 
 
+EXTRAS = {
+    "quickstart.py": "",
+    "torch_two_layer.py": "[torch]",
+    "torch_convnet_checkpoint.py": "[demo]",
+    "torch_linear_regression_data.py": "[torch]",
+    "legacy_dataset_pipeline.py": "[torch]",
+    "xgboost_breast_cancer.py": "[xgboost,sklearn]",
+}
+
+
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_runs(name, tmp_path):
-    args = [*EXAMPLES[name], "--storage-path", str(tmp_path)]
+def test_example_runs_as_its_header_says_into_the_default_storage(name, tmp_path):
+    header = (ROOT / "examples" / name).read_text().split('"""')[1]
+    install = f'pip install -e ".{EXTRAS[name]}"' if EXTRAS[name] else "pip install -e ."
+    assert f"    {install}" in header
+    assert f"    python examples/{name}" in header
+    assert f"| `examples/{name}` |" in README and f"| `{install}` |" in README
+    # As written: run from the repository's root, no --storage-path, so the default place
+    # (moved into this test's directory by its environment variable) is used.
+    results = tmp_path / "lockstep_results"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *args],
+        [sys.executable, f"examples/{name}", *EXAMPLES[name]],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "LOCKSTEP_STORAGE_PATH": str(results)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted(results.iterdir())
+    assert runs, "the example wrote no run into the default storage place"
+    assert f"[lockstep] run directory: {runs[-1]}" in done.stderr

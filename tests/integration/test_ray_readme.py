@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.ray_cluster import LocalRayCluster, free_port, node_ports, ray_env
+from tests.ray_cluster import LocalRayCluster, free_port, node_ports
 
 pytestmark = pytest.mark.ray
 
@@ -73,7 +73,7 @@ def test_readme_ray_commands(tmp_path):
             capture_output=True,
             text=True,
             timeout=600,
-            env=ray_env(),
+            env=cluster.env(),
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
@@ -84,7 +84,12 @@ def test_readme_ray_commands(tmp_path):
         return f" --temp-dir={cluster.temp_dir} " + " ".join(node_ports())
 
     try:
-        run(head, private() + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats")
+        run(
+            head,
+            private()
+            + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats"
+            + f" --ray-client-server-port={free_port()}",
+        )
         run(join, private() + " --num-cpus=2 --disable-usage-stats")
         out = run(demo, " --epochs 2 --limit 200 --name on-ray")
         assert "Validation accuracy:" in out
@@ -94,7 +99,7 @@ def test_readme_ray_commands(tmp_path):
             check=True,
             capture_output=True,
             timeout=180,
-            env=ray_env(),
+            env=cluster.env(),
         )
         out = run(submit, " --epochs 1 --limit 100 --name as-job")
         assert "Validation accuracy:" in out and "succeeded" in out

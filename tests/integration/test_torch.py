@@ -337,6 +337,27 @@ def test_the_demo_module_runs_in_process(tmp_path):
     assert 0.0 <= result.metrics["val_accuracy"] <= 1.0
 
 
+def test_the_demo_plot_fits_its_axes_and_marks_the_best_epoch(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from lockstep.cli._demo import draw, run_demo
+
+    result = run_demo(epochs=3, storage_path=str(tmp_path), name="plot", limit=200, verbose=0)
+    figure = draw(result)
+    try:
+        losses, accuracy = figure.axes
+        values = result.metrics_dataframe["val_accuracy"]
+        low, high = accuracy.get_ylim()
+        assert low <= values.min() and values.max() <= high <= 1.0
+        assert high - low < (values.max() - values.min()) * 1.5 + 0.02  # fitted, not 0..1
+        best = int(result.best_checkpoints[-1][1]["epoch"])
+        for axes in (losses, accuracy):
+            marks = [line for line in axes.get_lines() if line.get_label() == f"best: epoch {best}"]
+            assert [list(line.get_xdata()) for line in marks] == [[best, best]]
+    finally:
+        plt.close(figure)
+
+
 def test_script_with_torch_runs_without_a_main_guard(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(

@@ -283,11 +283,20 @@ class RunConfig:
         checkpoint_config: Which checkpoints to keep.
         failure_config: How to recover from failures.
         callbacks: :class:`UserCallback` instances, called in the driver.
-        verbose: 0 silent, 1 live progress (default), 2 also one line per report.
+        verbose: Ray's levels: 0 silent; 1 a live status line and a summary at the end
+            (the default); 2 also one line per report with the metrics shown; 3 one line per
+            report with every metric.
+        progress_metrics: The metrics the status line shows. Default: the checkpoint
+            score attribute and the losses, at most three.
+        progress_total: How many reports the run will make (the number of epochs, say),
+            so that progress shows ``iter k/total`` and an estimated time left. Ray has no
+            such option and lockstep guesses nothing: without it, no ETA is shown.
 
     Example:
         >>> RunConfig(name="exp", storage_path="/tmp/runs").name
         'exp'
+        >>> RunConfig(progress_metrics=["val_loss"], progress_total=10).progress_total
+        10
     """
 
     name: str | None = None
@@ -297,6 +306,8 @@ class RunConfig:
     failure_config: FailureConfig = field(default_factory=FailureConfig)
     callbacks: Sequence[UserCallback] = ()
     verbose: int = 1
+    progress_metrics: Sequence[str] | None = None
+    progress_total: int | None = None
 
     def __post_init__(self) -> None:
         if self.name is not None and (
@@ -320,10 +331,28 @@ class RunConfig:
                     f"RunConfig(callbacks=...) takes UserCallback instances, got {callback!r}. "
                     "HINT: subclass lockstep.train.UserCallback and override after_report"
                 )
-        if self.verbose not in (0, 1, 2):
+        if isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3):
             raise ValueError(
-                f"verbose must be 0, 1 or 2, got {self.verbose!r}. "
-                "HINT: 0 silences progress, 1 shows it, 2 also prints every report"
+                f"verbose must be 0, 1, 2 or 3, got {self.verbose!r}. "
+                "HINT: 0 silences progress, 1 shows it, 2 and 3 also print every report"
+            )
+        self._check_progress()
+
+    def _check_progress(self) -> None:
+        metrics = self.progress_metrics
+        if metrics is not None:
+            if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
+                raise ValueError(
+                    f"progress_metrics must be a list of metric names, got {metrics!r}. "
+                    'HINT: progress_metrics=["val_loss", "accuracy"]'
+                )
+            object.__setattr__(self, "progress_metrics", tuple(metrics))
+        if self.progress_total is not None:
+            _check_int(
+                "RunConfig.progress_total",
+                self.progress_total,
+                minimum=1,
+                hint="give the number of reports the run makes, e.g. the epochs, or None",
             )
 
     def _check_storage_filesystem(self) -> None:

@@ -28,6 +28,7 @@ class WorkerFailure:
         time: Wall-clock time (``time.time()``) at which the failure happened or was seen.
         retryable: False for failures a restart cannot fix (a misuse of the API).
         exception: The exception raised in the worker when it could be sent back, else None.
+        full_traceback: The traceback with lockstep's own frames too, for the error file.
     """
 
     rank: int
@@ -39,6 +40,7 @@ class WorkerFailure:
     time: float
     retryable: bool = True
     exception: BaseException | None = None
+    full_traceback: str = ""
 
     @staticmethod
     def describe_exit(rank: int, pid: int | None, returncode: int) -> tuple[str, str]:
@@ -76,9 +78,10 @@ class TrainingFailedError(RuntimeError):
 
     @classmethod
     def from_failures(
-        cls, failures: dict[int, WorkerFailure], *, attempts: int
+        cls, failures: dict[int, WorkerFailure], *, attempts: int, error_file: str | None = None
     ) -> TrainingFailedError:
-        """Build the error whose message leads with the first failure by time."""
+        """Build the error whose message leads with the first failure by time, then its
+        user's traceback; ``error_file``, where the full text goes, is named last."""
         first = min(failures.values(), key=lambda f: f.time)
         lines = [f"Training failed: {first.summary}"]
         if attempts > 1:
@@ -88,6 +91,8 @@ class TrainingFailedError(RuntimeError):
         others = [f for r, f in sorted(failures.items()) if f is not first]
         if others:
             lines += ["", "Other workers:"] + [f"  {f.summary}" for f in others]
+        if error_file is not None:
+            lines += ["", f"The full error, every worker's traceback included: {error_file}"]
         if cls is TrainingFailedError:  # Ray's subclasses: who failed, workers or controller
             started = any(f.kind != "start" for f in failures.values())
             cls = WorkerGroupError if started else ControllerError
@@ -116,3 +121,36 @@ class ControllerError(TrainingFailedError):
         >>> issubclass(ControllerError, TrainingFailedError)
         True
     """
+
+
+class TrainingInterrupted(SystemExit, KeyboardInterrupt):
+    """The run was stopped on request (Ctrl-C) after its workers were stopped.
+
+    The committed checkpoints stay and the run can be continued. Left uncaught, it ends
+    the program quietly with exit code 130, as a shell does after Ctrl-C; it is also a
+    KeyboardInterrupt, so ``except KeyboardInterrupt`` catches it.
+
+    Attributes:
+        reason: What asked for the stop, e.g. ``"Ctrl-C"``.
+        path: The run directory.
+        training_iteration: The steps recorded before the stop.
+        latest_checkpoint: The latest committed checkpoint's directory name, or None.
+    """
+
+    EXIT_CODE = 130
+
+    def __init__(
+        self, *, reason: str, path: str, training_iteration: int, latest_checkpoint: str | None
+    ) -> None:
+        super().__init__(self.EXIT_CODE)
+        self.reason = reason
+        self.path = path
+        self.training_iteration = training_iteration
+        self.latest_checkpoint = latest_checkpoint
+
+    def __str__(self) -> str:
+        kept = f", latest checkpoint {self.latest_checkpoint}" if self.latest_checkpoint else ""
+        return (
+            f"stopped by {self.reason} at iteration {self.training_iteration}{kept}; "
+            f"run in {self.path}"
+        )

@@ -58,6 +58,9 @@ def train_func(config: dict[str, Any]) -> None:
     from lockstep.train.torch import prepare_data_loader, prepare_model
 
     limit = config.get("limit")
+    # The same seed on every rank: the same initial weights and dropout masks, so that two
+    # runs with one seed draw the same curves (the samplers shuffle by seed and epoch).
+    torch.manual_seed(config.get("seed", 0))
     train_set = TensorDataset(*load_digits("train", limit))
     valid_set = TensorDataset(*load_digits("valid", limit))
     train_loader: Any = prepare_data_loader(
@@ -143,17 +146,33 @@ def run_demo(
     *,
     epochs: int = 15,
     num_workers: int = 2,
-    storage_path: str = "./runs",
+    storage_path: str | None = None,
     name: str = "demo",
     limit: int | None = None,
     verbose: int = 1,
+    seed: int = 0,
+    resume_hint: str | None = None,
 ) -> Result:
-    """Train the demo model and write its plot; returns the run's Result."""
+    """Train the demo model; returns the run's Result.
+
+    ``storage_path`` None is the default storage place, ``~/lockstep_results`` unless
+    ``LOCKSTEP_STORAGE_PATH`` says otherwise.
+    """
     from lockstep.train.torch import TorchTrainer
 
-    trainer = TorchTrainer(
+    class DemoTrainer(TorchTrainer):
+        def _resume_hint(self, run_dir: Any) -> str:
+            return resume_hint or super()._resume_hint(run_dir)
+
+    trainer = DemoTrainer(
         train_func,
-        train_loop_config={"epochs": epochs, "lr": 0.003, "batch_size": 32, "limit": limit},
+        train_loop_config={
+            "epochs": epochs,
+            "lr": 0.003,
+            "batch_size": 32,
+            "limit": limit,
+            "seed": seed,
+        },
         scaling_config=ScalingConfig(num_workers=num_workers),
         run_config=RunConfig(
             name=name,
@@ -164,6 +183,7 @@ def run_demo(
                 checkpoint_score_order="max",
             ),
             verbose=verbose,
+            progress_total=epochs,
         ),
     )
     return trainer.fit()
@@ -171,10 +191,23 @@ def run_demo(
 
 def plot(result: Result) -> str:
     """Loss and accuracy per epoch, as a PNG in the run directory; returns its path."""
+    import matplotlib.pyplot as plt
+
+    figure = draw(result)
+    path = os.path.join(result.path, PLOT_FILE)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def draw(result: Result) -> Any:
+    """The figure of :func:`plot`: the axes fit the data (an accuracy between 0.9 and 1 is
+    not squashed into 0-1), and the best epoch, the best checkpoint's, is marked on both."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     frame = result.metrics_dataframe
     assert frame is not None, "the run reported nothing"
@@ -182,17 +215,70 @@ def plot(result: Result) -> str:
     losses.plot(frame["epoch"], frame["train_loss"], marker="o", label="train")
     losses.plot(frame["epoch"], frame["val_loss"], marker="o", label="validation")
     losses.set(title="Loss", xlabel="epoch", ylabel="cross-entropy")
-    losses.legend()
     accuracy.plot(frame["epoch"], frame["val_accuracy"], marker="o", color="tab:green")
-    accuracy.set(title="Validation accuracy", xlabel="epoch", ylim=(0, 1))
+    accuracy.set(
+        title="Validation accuracy", xlabel="epoch", ylim=fitted_limits(frame["val_accuracy"])
+    )
+    accuracy.yaxis.set_major_formatter(PercentFormatter(1.0))
+    best = best_epoch(result)
+    if best is not None:
+        value = float(frame[frame["epoch"] == best]["val_accuracy"].iloc[-1])
+        for axes in (losses, accuracy):
+            axes.axvline(
+                best, color="grey", linestyle="--", linewidth=1, label=f"best: epoch {best}"
+            )
+        accuracy.plot([best], [value], marker="*", markersize=14, color="tab:red")
+        accuracy.annotate(
+            f"{value:.1%}", (best, value), textcoords="offset points", xytext=(0, 10), ha="center"
+        )
+    losses.legend()
+    accuracy.legend(loc="lower right")
     figure.tight_layout()
-    path = os.path.join(result.path, PLOT_FILE)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return figure
+
+
+def fitted_limits(values: Any, margin: float = 0.1) -> tuple[float, float]:
+    """Axis limits around ``values`` with a margin, kept inside 0..1 (for accuracies).
+
+    Example:
+        >>> fitted_limits([0.92, 0.96, 0.98])
+        (0.914, 0.986)
+    """
+    low, high = float(min(values)), float(max(values))
+    pad = max((high - low) * margin, 0.005)
+    return round(max(0.0, low - pad), 6), round(min(1.0, high + pad), 6)
+
+
+def best_epoch(result: Result) -> int | None:
+    """The epoch of the best checkpoint (by validation accuracy), or None."""
+    if not result.best_checkpoints:
+        return None
+    _, metrics = result.best_checkpoints[-1]
+    return int(metrics["epoch"])
+
+
+def check_storage(storage_path: str | None) -> str | None:
+    """Why runs cannot be written under ``storage_path`` (None: the default), or None."""
+    from lockstep._core import flags, storage
+
+    raw = storage_path or flags.DEFAULT_STORAGE_PATH.get()
+    try:
+        root = storage.StorageDir.from_uri(os.path.expanduser(raw))
+        root.makedirs()
+        probe = f".lockstep-write-test-{os.getpid()}"
+        root.write_atomic(probe, b"")
+        root.remove(probe)
+    except (OSError, ValueError) as exc:
+        return f"--storage-path {raw!r} cannot be written: {exc}"
+    return None
 
 
 def main(args: Any) -> int:
+    from lockstep.cli._main import usage_error
+
+    problem = check_storage(args.storage_path)
+    if problem is not None:
+        return usage_error("demo", problem)
     started = time.perf_counter()
     name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     result = run_demo(
@@ -201,6 +287,8 @@ def main(args: Any) -> int:
         storage_path=args.storage_path,
         name=name,
         limit=args.limit,
+        seed=args.seed,
+        resume_hint=_same_command(args, name),
     )
     elapsed = time.perf_counter() - started
     assert result.metrics is not None, "the run reported nothing"
@@ -215,3 +303,14 @@ def main(args: Any) -> int:
     print(f"Run directory: {result.path}")
     print(f"Plot: {plot(result)}")
     return 0
+
+
+def _same_command(args: Any, name: str) -> str:
+    """The command that continues this demo run."""
+    parts = ["lockstep demo", f"--name {name}", f"--epochs {args.epochs}"]
+    parts += [f"--workers {args.workers}", f"--seed {args.seed}"]
+    if args.storage_path:
+        parts.append(f"--storage-path {args.storage_path}")
+    if args.limit:
+        parts.append(f"--limit {args.limit}")
+    return " ".join(parts)

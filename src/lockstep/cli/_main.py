@@ -1,35 +1,158 @@
-"""The ``lockstep`` command."""
+"""The ``lockstep`` command: ``lockstep demo``, ``lockstep doctor``, ``lockstep --version``.
+
+Like pip and git: every command and option has a help text that shows its default, and a
+mistake on the command line is one line on standard error with exit code 2, never a
+traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from lockstep._core import flags
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a program ended by Ctrl-C
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line: ``lockstep demo: error: ... (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default after its help, except where there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def at_least(minimum: int) -> Any:
+    """An argparse ``type`` for whole numbers no smaller than ``minimum``.
+
+    Example:
+        >>> at_least(1)("3")
+        3
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is too small: give {minimum} or more")
+        return value
+
+    return parse
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("lockstep")
+    except PackageNotFoundError:
+        ours = "unknown"
+    python = ".".join(str(n) for n in sys.version_info[:3])
+    return f"lockstep {ours} (Python {python})"
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="lockstep", description="Distributed training, locally.")
-    commands = top.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo", help="train a small ConvNet on 8x8 digits with 2 local workers"
+    """The ``lockstep`` command line.
+
+    Example:
+        >>> parser().parse_args(["demo", "--epochs", "3"]).epochs
+        3
+    """
+    top = _Parser(
+        prog="lockstep",
+        description="Distributed training on local processes or a Ray cluster.",
+        formatter_class=_Formatter,
     )
-    demo.add_argument("--epochs", type=int, default=15)
-    demo.add_argument("--workers", type=int, default=2)
-    demo.add_argument("--storage-path", default="./runs")
-    demo.add_argument("--name", default=None, help="default: demo-<date>-<time>, a new run")
-    demo.add_argument("--limit", type=int, default=None, help="use only this many images")
+    top.add_argument("--version", action="version", version=_version())
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    commands.required = True
+    _add_demo(commands)
+    _add_doctor(commands)
     return top
+
+
+def _add_demo(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="train a small ConvNet on 8x8 digits with local workers, and plot it",
+        description="Train a small ConvNet on scikit-learn's 8x8 digits with local workers, "
+        "keep the best checkpoints by validation accuracy, and plot the curves.",
+        formatter_class=_Formatter,
+    )
+    demo.add_argument("--epochs", type=at_least(1), default=15, help="epochs to train (at least 1)")
+    demo.add_argument(
+        "--workers", type=at_least(1), default=2, help="worker processes (at least 1)"
+    )
+    demo.add_argument(
+        "--storage-path",
+        default=None,
+        help="directory (or s3:// URL) the run is written under; default: "
+        f"${flags.DEFAULT_STORAGE_PATH.name}, else {flags.DEFAULT_STORAGE_PATH.default}",
+    )
+    demo.add_argument(
+        "--name", default=None, help="run name; default: demo-<date>-<time>, a new run"
+    )
+    demo.add_argument(
+        "--limit", type=at_least(1), default=None, help="use only this many images; default: all"
+    )
+    demo.add_argument(
+        "--seed", type=int, default=0, help="random seed: the same seed, the same run"
+    )
+
+
+def _add_doctor(commands: Any) -> None:
+    commands.add_parser(
+        "doctor",
+        help="show versions, and which backends can be used here and how to fix those that can't",
+        description="Print the versions of lockstep, Python and the frameworks, and for each "
+        "backend whether it can be used on this machine, with the command that fixes it if not.",
+        formatter_class=_Formatter,
+    )
+
+
+def usage_error(command: str, message: str) -> int:
+    """One line on standard error; the exit code of a usage error."""
+    print(f"lockstep {command}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lockstep`` command line; returns the exit code.
 
     Example:
-        >>> parser().parse_args(["demo", "--epochs", "3"]).epochs
-        3
+        >>> main(["demo", "--epochs", "0"])
+        Traceback (most recent call last):
+        SystemExit: 2
     """
     args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        # The run said where it stopped and how to continue; a traceback would add nothing.
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from lockstep.cli._demo import main as demo
 
         return demo(args)
+    if args.command == "doctor":
+        from lockstep.cli._doctor import main as doctor
+
+        return doctor()
     raise AssertionError(args.command)

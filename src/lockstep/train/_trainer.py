@@ -153,10 +153,24 @@ class DataParallelTrainer:
                 run_uri=run_dir.uri,
                 num_workers=max(1, self.scaling_config.num_workers),
                 verbose=self.run_config.verbose,
+                metrics=self.run_config.progress_metrics,
+                score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
+                total=self.run_config.progress_total,
+                resume_hint=self._resume_hint(run_dir),
             ),
             callbacks=self.run_config.callbacks,
             resume_from_checkpoint=self.resume_from_checkpoint,
         )
+
+    def _resume_hint(self, run_dir: storage.StorageDir) -> str:
+        """How a user continues this run after stopping it."""
+        given = self._init_kwargs.get("run_config")
+        again = (
+            "run the same script again"
+            if given is not None and given.name
+            else f"run it again with RunConfig(name={self.run_config.name!r})"
+        )
+        return f"{type(self).__name__}.restore({run_dir.uri!r}).fit(), or {again}"
 
     @classmethod
     def restore(cls, path: str | os.PathLike[str], **overrides: Any) -> DataParallelTrainer:

@@ -160,8 +160,17 @@ class TestRunConfig:
             RunConfig(checkpoint_config={"num_to_keep": 2})  # type: ignore[arg-type]
 
     def test_verbose_levels(self):
-        with pytest.raises(ValueError, match="verbose must be 0, 1 or 2"):
-            RunConfig(verbose=3)
+        assert RunConfig(verbose=3).verbose == 3  # Ray's most detailed level
+        with pytest.raises(ValueError, match="verbose must be 0, 1, 2 or 3"):
+            RunConfig(verbose=4)
+
+    def test_progress_options(self):
+        config = RunConfig(progress_metrics=["loss"], progress_total=3)
+        assert config.progress_metrics == ("loss",)
+        with pytest.raises(ValueError, match="progress_metrics must be a list of metric names"):
+            RunConfig(progress_metrics="loss")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="progress_total must be >= 1"):
+            RunConfig(progress_total=0)
 
 
 class TestDataConfig:

@@ -2,6 +2,7 @@
 at a time.
 
     Starting -> Running -> (Restarting -> Starting -> Running)* -> Finished | Errored
+    any of the first three -> Stopped, when asked to stop (Ctrl-C)
 
 Each state is a value; :meth:`TrainController.step` carries out one transition. The
 worker group is reached only through its interface, so tests drive the controller with
@@ -18,11 +19,12 @@ from typing import Any
 from lockstep._core import storage
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._core.result import Result, user_metrics
+from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
-from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
@@ -65,7 +67,14 @@ class Errored:
     error: TrainingFailedError
 
 
-State = Starting | Running | Restarting | Finished | Errored
+@dataclasses.dataclass(frozen=True)
+class Stopped:
+    """Asked to stop (Ctrl-C): workers stopped, the committed checkpoints kept."""
+
+    reason: str
+
+
+State = Starting | Running | Restarting | Finished | Errored | Stopped
 
 
 class TrainController:
@@ -101,10 +110,24 @@ class TrainController:
         self._started = time.monotonic()
         self._spec_offset = 0
         self._uploads = Uploads(spec.run_dir.upload_dir)
+        self._stop_reason: str | None = None
         self.state: State = Starting(attempt=0)
 
+    def request_stop(self, reason: str) -> None:
+        """Stop at the next transition: the workers are stopped, the committed checkpoints
+        stay, and the run can be continued (``Trainer.restore`` or the same script again).
+
+        Safe to call from a signal handler: it only records the request.
+        """
+        self._stop_reason = reason
+
     def run(self) -> Result:
-        """Step until the run finishes (return its Result) or fails (raise)."""
+        """Step until the run finishes (return its Result) or fails (raise).
+
+        Ctrl-C (in the main thread) stops the run gracefully and raises
+        :class:`TrainingInterrupted`; a second Ctrl-C kills the workers at once and raises
+        it too. Either way the run can be continued.
+        """
         steps = self.iter_run()
         while True:
             try:
@@ -120,22 +143,37 @@ class TrainController:
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
         )
-        outcome = "interrupted"
-        try:
-            while not isinstance(self.state, Finished | Errored):
-                self.step()
-                yield
-            outcome = "finished" if isinstance(self.state, Finished) else "failed"
-        finally:
-            self._close(outcome)
+        with interrupts.stop_on_sigint(self.request_stop):
+            try:
+                yield from self._run_to_the_end()
+            except KeyboardInterrupt:
+                pass  # a second Ctrl-C: the state says Stopped, raised below
         if isinstance(self.state, Errored):
             raise self.state.error
+        if isinstance(self.state, Stopped):
+            raise self._interrupted(self.state)
         return self._result()
+
+    def _run_to_the_end(self) -> Generator[None, None, None]:
+        outcome = "interrupted"
+        try:
+            while not isinstance(self.state, Finished | Errored | Stopped):
+                self.step()
+                yield
+            outcome = _OUTCOMES[type(self.state)]
+        except KeyboardInterrupt:
+            # the second Ctrl-C: still say where the run is and how to continue it
+            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+            raise
+        finally:
+            self._close(outcome)
 
     def step(self) -> None:
         """Carry out one transition."""
         state = self.state
-        if isinstance(state, Starting):
+        if self._stop_reason is not None and not isinstance(state, Finished | Errored):
+            self.state = Stopped(self._stop_reason)
+        elif isinstance(state, Starting):
             self.state = self._start(state)
         elif isinstance(state, Running):
             self.state = self._poll(state)
@@ -156,6 +194,7 @@ class TrainController:
             step_offset=self._checkpoints.state.training_iteration,
         )
         spec = dataclasses.replace(spec, reported=self._checkpoints.reported())
+        self._progress.starting(state.attempt)
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
@@ -301,10 +340,26 @@ class TrainController:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
         if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
             return Restarting(attempt=attempt, failures=dict(self._failures))
-        return Errored(TrainingFailedError.from_failures(self._failures, attempts=attempt + 1))
+        return Errored(
+            TrainingFailedError.from_failures(
+                self._failures,
+                attempts=attempt + 1,
+                error_file=self._spec.run_dir.join(storage.ERROR_FILE),
+            )
+        )
 
     def _close(self, outcome: str) -> None:
-        self._stop_group()
+        try:
+            self._stop_group()
+        except KeyboardInterrupt:
+            # a second Ctrl-C while the workers were given their grace: they were killed
+            # at once; the records are still written, and the run said where it stopped
+            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+            self._write_records(outcome)
+            raise
+        self._write_records(outcome)
+
+    def _write_records(self, outcome: str) -> None:
         self._settle_uploads()
         self._uploads.close()
         self._checkpoints.remove_uncommitted()
@@ -315,18 +370,41 @@ class TrainController:
             state.status = "errored"
             state.error = _error_record(self.state.error)
             self._write_error_file(self.state.error)
+        elif isinstance(self.state, Stopped):
+            state.status = "interrupted"
         self._run_log.close()
         self._checkpoints.save()
-        self._progress.stop(outcome)
+        best = state.checkpoints[-1] if state.checkpoints else None
+        self._progress.stop(
+            RunSummary(
+                outcome=outcome,
+                best_checkpoint=best.dir_name if best else None,
+                best_metrics=best.metrics if best else None,
+                stopped=str(self._interrupted(self.state))
+                if isinstance(self.state, Stopped)
+                else None,
+            )
+        )
 
     def _stop_group(self) -> None:
         if self._group is not None:
-            group, self._group = self._group, None
-            group.shutdown()
+            try:
+                self._group.shutdown()
+            finally:
+                self._group = None
+
+    def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
+        state = self._checkpoints.state
+        return TrainingInterrupted(
+            reason=stopped.reason,
+            path=self._spec.run_dir.uri,
+            training_iteration=state.training_iteration,
+            latest_checkpoint=state.latest,
+        )
 
     def _write_error_file(self, error: TrainingFailedError) -> None:
         run_dir = self._spec.run_dir
-        run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
+        run_dir.write_atomic(storage.ERROR_FILE, error_text(error).encode("utf-8"))
 
     def _result(self) -> Result:
         metrics = self._last_metrics
@@ -352,6 +430,9 @@ class TrainController:
         return RunContext(
             name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
         )
+
+
+_OUTCOMES = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
 
 
 def _first(failures: dict[int, WorkerFailure]) -> WorkerFailure:
@@ -385,12 +466,22 @@ def _usage_failure(rank: int, message: str) -> WorkerFailure:
     )
 
 
+def error_text(error: TrainingFailedError) -> str:
+    """The error file: the message, then every failed worker's full traceback."""
+    parts = [str(error), ""]
+    for rank, failure in sorted(error.worker_failures.items()):
+        parts += ["", f"=== rank {rank}: {failure.summary}"]
+        if failure.full_traceback or failure.traceback:
+            parts.append((failure.full_traceback or failure.traceback).rstrip())
+    return "\n".join(parts) + "\n"
+
+
 def _error_record(error: TrainingFailedError) -> dict[str, Any]:
     failures = {
         str(rank): {
             field.name: getattr(f, field.name)
             for field in dataclasses.fields(f)
-            if field.name != "exception"
+            if field.name not in ("exception", "full_traceback")
         }
         for rank, f in error.worker_failures.items()
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -48,9 +49,47 @@ def warn_ray_only_options(scaling: ScalingConfig, executor: str) -> None:
 
 
 def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
-    """Local workers share this machine's GPUs: fail now if there are not enough."""
+    """Before any worker starts: warn when the workers ask for more CPUs than this machine
+    has, and fail when they need GPUs it does not have."""
+    if executor == "ray":
+        return
+    _warn_cpu_oversubscription(scaling)
+    _check_gpus(scaling)
+
+
+def _warn_cpu_oversubscription(scaling: ScalingConfig) -> None:
+    workers = max(1, scaling.num_workers)
+    asked, have = workers * scaling.num_cpus_per_worker, usable_cpus()
+    if asked > have:
+        warnings.warn(
+            f"ScalingConfig asks for {asked:g} CPUs ({workers} workers x "
+            f"{scaling.num_cpus_per_worker:g}) but this machine has {have}: the workers will "
+            "share CPUs, and every step waits for the slowest. HINT: use fewer workers, or "
+            'fewer CPUs each with resources_per_worker={"CPU": ...}',
+            stacklevel=_users_frame(),
+        )
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _users_frame() -> int:
+    """The ``stacklevel`` of the first caller outside lockstep, so that a warning names
+    the user's line (a trainer subclass adds frames of its own)."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def _check_gpus(scaling: ScalingConfig) -> None:
     per_worker = scaling.num_gpus_per_worker
-    if executor == "ray" or per_worker == 0:
+    if per_worker == 0:
         return
     shares = 1 / per_worker if per_worker < 1 else per_worker
     if not float(shares).is_integer():
@@ -60,6 +99,12 @@ def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
         )
     workers = max(1, scaling.num_workers)
     need, have = gpus.needed(workers, per_worker), len(gpus.visible_gpus())
+    if have == 0:
+        raise ValueError(
+            "use_gpu=True but this machine has no GPU (none is visible: no NVIDIA driver, or "
+            "CUDA_VISIBLE_DEVICES is empty); on Ray the workers would wait for one forever. "
+            "HINT: set ScalingConfig(use_gpu=False) to train on CPUs"
+        )
     if have < need:
         raise ValueError(
             f"use_gpu=True: {workers} worker(s) need {need} GPU(s) but {have} "

@@ -270,3 +270,39 @@ def test_retention_keeps_best_and_latest(tmp_path):
         "checkpoint_000003",
         "checkpoint_000001",
     ]  # worst to best
+
+
+def test_a_requested_stop_keeps_the_committed_checkpoints_and_can_continue(tmp_path):
+    import json
+
+    from lockstep._core.errors import TrainingInterrupted
+    from lockstep._internal.controller.controller import Stopped
+
+    script = [
+        [report(0, 0, True), report(1, 0)],
+        [report(0, 1, True), report(1, 1)],  # staged, never committed: the stop comes first
+    ]
+    controller, log, run_dir = make_controller(tmp_path, [script])
+    controller.step()
+    controller.step()
+    controller.request_stop("Ctrl-C")  # what the first Ctrl-C, or a preemption, does
+    with pytest.raises(TrainingInterrupted) as raised:
+        controller.run()
+    assert controller.state == Stopped("Ctrl-C")
+    assert raised.value.code == 130 and isinstance(raised.value, KeyboardInterrupt)
+    assert (raised.value.training_iteration, raised.value.latest_checkpoint) == (
+        1,
+        "checkpoint_000000",
+    )
+    assert str(raised.value) == (
+        f"stopped by Ctrl-C at iteration 1, latest checkpoint checkpoint_000000; "
+        f"run in {run_dir.uri}"
+    )
+    assert log[-1] == "shutdown"
+    state = json.loads(run_dir.read_text("run_state.json"))
+    assert state["status"] == "interrupted"
+    assert state["latest"] == "checkpoint_000000"
+    assert sorted(n for n in run_dir.listdir() if n.startswith("checkpoint")) == [
+        "checkpoint_000000"
+    ]
+    assert not run_dir.exists(".staging")

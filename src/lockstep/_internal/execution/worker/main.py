@@ -114,6 +114,7 @@ def _send_failure(session: session_module.Session, rank: int, exc: BaseException
         kind="exception",
         summary=f"rank {rank} (pid {pid}) raised {type(exc).__name__}: {exc}",
         traceback=user_traceback(exc),
+        full_traceback="".join(traceback.format_exception(exc)),
         time=time.time(),
         retryable=not isinstance(exc, UsageError),
         exception=_sendable(exc),
@@ -125,12 +126,38 @@ def _send_failure(session: session_module.Session, rank: int, exc: BaseException
 
 
 def user_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` without lockstep's frames in front of the user's code."""
-    tb = exc.__traceback__
-    # by identity: run as ``python -m``, this module and a user's script both are __main__
-    while tb is not None and tb.tb_frame.f_globals is globals():
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    """The traceback of ``exc`` as the user wrote the code: lockstep's own frames left out,
+    and, for an error lockstep raised, not how it came to raise it (its chained causes).
+
+    The traceback of a lockstep bug, all lockstep's frames, is left whole.
+    """
+    shown = traceback.TracebackException.from_exception(exc)
+    _leave_out_our_frames(shown, set())
+    return "".join(shown.format())
+
+
+def _leave_out_our_frames(shown: traceback.TracebackException, seen: set[int]) -> None:
+    if id(shown) in seen:
+        return
+    seen.add(id(shown))
+    stack = shown.stack
+    theirs = [frame for frame in stack if not _is_ours(frame.filename)]
+    if stack and _is_ours(stack[-1].filename):
+        shown.__cause__ = shown.__context__ = None
+    if theirs:
+        shown.stack = traceback.StackSummary.from_list(theirs)
+    for chained in (shown.__cause__, shown.__context__):
+        if chained is not None:
+            _leave_out_our_frames(chained, seen)
+
+
+# lockstep's package directory; lockstep.testing's fault functions count as the user's code
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_USERS = os.path.join(_PACKAGE, "testing") + os.sep
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(_PACKAGE + os.sep) and not filename.startswith(_USERS)
 
 
 def _sendable(exc: BaseException) -> BaseException | None:

@@ -143,6 +143,14 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         )
 
     def _stop_workers(self) -> None:
+        # A KeyboardInterrupt (a second Ctrl-C) while the workers are given their grace
+        # ends it: they are killed at once, and their files are still removed.
+        try:
+            self._ask_workers_to_stop()
+        finally:
+            self._kill_workers()
+
+    def _ask_workers_to_stop(self) -> None:
         grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
         # Workers whose function returned are tearing their backend down: let them finish.
         _wait_all([p for r, p in self._procs.items() if r in self._done], grace)
@@ -150,6 +158,8 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
         _wait_all(running, grace)
+
+    def _kill_workers(self) -> None:
         for proc in self._procs.values():
             if proc.poll() is None:
                 _signal_group(proc, signal.SIGKILL)

@@ -67,7 +67,7 @@ def _write(table: pa.Table) -> str | None:
     free = os.statvfs(_SHM)
     if table.nbytes * 2 > free.f_bavail * free.f_frsize:
         return None
-    path = os.path.join(_SHM, f"lockstep-table-{uuid.uuid4().hex}.arrow")
+    path = os.path.join(_SHM, f"lockstep-table-{os.getpid()}-{uuid.uuid4().hex}.arrow")
     try:
         # Readable by this user only (the rows are the user's data, /dev/shm is shared by
         # every user of the machine); O_EXCL: never through a file someone put there.

@@ -1,0 +1,190 @@
+"""`lockstep doctor`: versions, and which backends can be used here.
+
+A backend that cannot be used comes with the one command that fixes it. Frameworks are
+looked up without being imported where that is enough (TensorFlow takes seconds to import);
+torch is imported, because whether gloo and NCCL work is only known to it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+# (name shown, distribution name)
+PACKAGES = (
+    ("torch", "torch"),
+    ("pyarrow", "pyarrow"),
+    ("numpy", "numpy"),
+    ("pandas", "pandas"),
+    ("tensorflow", "tensorflow"),
+    ("horovod", "horovod"),
+    ("xgboost", "xgboost"),
+    ("lightgbm", "lightgbm"),
+    ("ray", "ray"),
+    ("optuna", "optuna"),
+    ("scikit-learn", "scikit-learn"),
+    ("matplotlib", "matplotlib"),
+)
+
+
+@dataclass(frozen=True)
+class BackendCheck:
+    """Whether one backend can be used here; when not, why and the command that fixes it."""
+
+    name: str
+    usable: bool
+    reason: str = ""
+    fix: str = ""
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or None.
+
+    Example:
+        >>> installed_version("surely-not-installed-here") is None
+        True
+    """
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def _missing(name: str, module: str, fix: str) -> BackendCheck | None:
+    if importlib.util.find_spec(module) is None:
+        return BackendCheck(name, False, f"{module} is not installed", fix)
+    return None
+
+
+def check_gloo() -> BackendCheck:
+    missing = _missing("gloo", "torch", "pip install 'lockstep[torch]'")
+    if missing:
+        return missing
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        return BackendCheck(
+            "gloo",
+            False,
+            "this torch build has no gloo",
+            "pip install --force-reinstall 'lockstep[torch]'",
+        )
+    return BackendCheck("gloo", True)
+
+
+def check_nccl() -> BackendCheck:
+    missing = _missing("NCCL", "torch", "pip install 'lockstep[torch]'")
+    if missing:
+        return missing
+    import torch
+    import torch.distributed as dist
+
+    from lockstep._core import gpus
+
+    cuda_wheel = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
+    if not gpus.visible_gpus():
+        return BackendCheck(
+            "NCCL",
+            False,
+            "no NVIDIA GPU is visible here (gloo trains on CPUs)",
+            "nvidia-smi  # shows the GPUs and driver, when there are any",
+        )
+    if torch.version.cuda is None:
+        return BackendCheck("NCCL", False, "this torch build has no CUDA", cuda_wheel)
+    if not dist.is_available() or not dist.is_nccl_available():
+        return BackendCheck("NCCL", False, "this torch build has no NCCL", cuda_wheel)
+    if not torch.cuda.is_available():
+        return BackendCheck(
+            "NCCL", False, "torch cannot use the GPUs", "nvidia-smi  # check the driver"
+        )
+    return BackendCheck("NCCL", True)
+
+
+def check_tensorflow() -> BackendCheck:
+    return _missing("TensorFlow", "tensorflow", "pip install 'lockstep[tensorflow]'") or (
+        BackendCheck("TensorFlow", True)
+    )
+
+
+def check_horovod() -> BackendCheck:
+    fix = "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 pip install --no-cache-dir horovod"
+    return _missing("Horovod", "horovod", fix) or BackendCheck("Horovod", True)
+
+
+def check_xgboost() -> BackendCheck:
+    missing = _missing("XGBoost", "xgboost", "pip install 'lockstep[xgboost]'")
+    if missing:
+        return missing
+    found = installed_version("xgboost") or "0"
+    if int(found.split(".")[0]) < 2:
+        return BackendCheck(
+            "XGBoost",
+            False,
+            f"xgboost {found} has no collective module (2.0 or newer needed)",
+            "pip install 'lockstep[xgboost]'",
+        )
+    return BackendCheck("XGBoost", True)
+
+
+def check_lightgbm() -> BackendCheck:
+    return _missing("LightGBM", "lightgbm", "pip install 'lockstep[lightgbm]'") or (
+        BackendCheck("LightGBM", True)
+    )
+
+
+def check_ray() -> BackendCheck:
+    return _missing("Ray", "ray", "pip install 'lockstep[ray]'") or BackendCheck("Ray", True)
+
+
+CHECKS: tuple[Callable[[], BackendCheck], ...] = (
+    check_gloo,
+    check_nccl,
+    check_tensorflow,
+    check_horovod,
+    check_xgboost,
+    check_lightgbm,
+    check_ray,
+)
+
+
+def _safe(check: Callable[[], BackendCheck]) -> BackendCheck:
+    """A check that fails is a finding, not a crash of the doctor."""
+    name = check.__name__.removeprefix("check_")
+    try:
+        return check()
+    except Exception as exc:
+        return BackendCheck(name, False, f"checking it failed: {type(exc).__name__}: {exc}")
+
+
+def report() -> list[str]:
+    """The lines `lockstep doctor` prints."""
+    lines = [
+        f"lockstep {installed_version('lockstep') or 'unknown'}",
+        f"Python {platform.python_version()} ({sys.executable})",
+        f"{platform.platform()}, {os.cpu_count()} CPUs",
+        "",
+        "versions:",
+    ]
+    for shown, distribution in PACKAGES:
+        lines.append(f"  {shown:<14}{installed_version(distribution) or 'not installed'}")
+    lines += ["", "backends:"]
+    for check in CHECKS:
+        result = _safe(check)
+        if result.usable:
+            lines.append(f"  {result.name:<12}ok")
+        else:
+            lines.append(f"  {result.name:<12}not usable: {result.reason}")
+            if result.fix:
+                lines.append(f"  {'':<12}fix: {result.fix}")
+    return lines
+
+
+def main() -> int:
+    for line in report():
+        print(line)
+    return 0

@@ -1,0 +1,103 @@
+"""The `lockstep` command as a user runs it: exit codes, standard error, help, the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+LOCKSTEP = os.path.join(os.path.dirname(sys.executable), "lockstep")
+
+
+def lockstep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [LOCKSTEP, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_version():
+    from importlib.metadata import version
+
+    done = lockstep("--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith(f"lockstep {version('lockstep')} (Python 3.")
+
+
+def test_help_lists_every_command():
+    done = lockstep("--help")
+    assert done.returncode == 0
+    for command in ("demo", "doctor"):
+        assert f"    {command} " in done.stdout
+
+
+def test_every_demo_option_has_help_and_shows_its_default():
+    done = lockstep("demo", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    for shown in (
+        "--epochs EPOCHS epochs to train (at least 1) (default: 15)",
+        "--workers WORKERS worker processes (at least 1) (default: 2)",
+        "--storage-path STORAGE_PATH directory (or s3:// URL) the run is written under; "
+        "default: $LOCKSTEP_STORAGE_PATH, else ~/lockstep_results",
+        "--name NAME run name; default: demo-<date>-<time>, a new run",
+        "--limit LIMIT use only this many images; default: all",
+        "--seed SEED random seed: the same seed, the same run (default: 0)",
+    ):
+        assert shown in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["demo", "--epochs", "0"], "argument --epochs: 0 is too small: give 1 or more"),
+        (["demo", "--workers", "-1"], "argument --workers: -1 is too small: give 1 or more"),
+        (["demo", "--epochs", "many"], "argument --epochs: 'many' is not a whole number"),
+        (["demo", "--storage-path", "/proc/lockstep"], "--storage-path '/proc/lockstep' cannot"),
+        (["no-such-command"], "invalid choice: 'no-such-command'"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_invalid_values_are_one_line_on_stderr_and_exit_2(args, message):
+    done = lockstep(*args)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_doctor_shows_versions_and_backends_with_their_fix():
+    done = lockstep("doctor")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("lockstep ")
+    assert lines[1].startswith("Python 3.")
+    for package in ("torch", "pyarrow", "tensorflow", "xgboost", "lightgbm", "ray"):
+        assert any(line.split()[:1] == [package] for line in lines), package
+    backends = lines[lines.index("backends:") + 1 :]
+    names = [line.split()[0] for line in backends if not line.strip().startswith("fix:")]
+    assert names == ["gloo", "NCCL", "TensorFlow", "Horovod", "XGBoost", "LightGBM", "Ray"]
+    assert "  gloo        ok" in backends  # the test extra installs torch
+    for i, line in enumerate(backends):
+        if "not usable:" in line:  # every backend that cannot be used says how to fix it
+            assert backends[i + 1].strip().startswith("fix: "), line
+
+
+def test_demo_is_seeded_writes_to_the_storage_variable_and_plots(tmp_path):
+    env = {"LOCKSTEP_STORAGE_PATH": str(tmp_path)}
+    curves = []
+    for name in ("first", "second"):
+        done = lockstep("demo", "--epochs", "2", "--limit", "120", "--name", name, env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"Run directory: {tmp_path / name}" in done.stdout
+        assert (tmp_path / name / "training_curves.png").exists()
+        rows = (tmp_path / name / "result.json").read_text().splitlines()
+        curves.append([{k: json.loads(r)[k] for k in ("train_loss", "val_loss")} for r in rows])
+    assert curves[0] == curves[1]

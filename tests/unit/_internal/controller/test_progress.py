@@ -1,0 +1,92 @@
+"""The progress lines' content, written to a stream that is not a terminal."""
+
+import io
+
+import pytest
+
+from lockstep._internal.controller.progress import (
+    Progress,
+    RunSummary,
+    choose_metrics,
+    fit_width,
+)
+
+
+def progress(verbose: int = 1, **kwargs) -> tuple[Progress, io.StringIO]:
+    out = io.StringIO()
+    return Progress(
+        name="exp", run_uri="/runs/exp", num_workers=2, verbose=verbose, stream=out, **kwargs
+    ), out
+
+
+def test_the_score_attribute_and_losses_come_first():
+    metrics = {"epoch": 3, "acc": 0.9, "val_loss": 0.1, "loss": 0.2, "lr": 0.01, "tag": "x"}
+    assert choose_metrics(metrics, None, "acc") == ["acc", "val_loss", "loss"]
+    assert choose_metrics(metrics, None, None) == ["val_loss", "loss", "epoch"]
+
+
+def test_the_users_choice_wins_and_missing_names_are_left_out():
+    assert choose_metrics({"a": 1, "b": 2}, ["b", "missing"], "a") == ["b"]
+
+
+def test_a_line_is_cut_with_an_ellipsis():
+    assert fit_width("abcdef", 6) == "abcdef"
+    assert fit_width("abcdefg", 6) == "abcde…"
+
+
+def test_summary_names_the_best_checkpoint_and_how_to_see_the_run():
+    p, out = progress(score_attribute="acc")
+    p.start(resumed_from=None)
+    p.starting(0)
+    p.workers_started()
+    p.step(1, {"acc": 0.5, "loss": 1.0}, "checkpoint_000000")
+    p.restarting("rank 1 (pid 7) was killed by SIGKILL")
+    p.step(2, {"acc": 0.75, "loss": 0.5}, "checkpoint_000001")
+    p.stop(RunSummary("finished", "checkpoint_000001", {"acc": 0.75, "loss": 0.5}))
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == [
+        "[lockstep] run 'exp' in /runs/exp",
+        "[lockstep] starting 2 workers ...",
+        lines[2],
+    ]
+    assert lines[2].startswith("[lockstep] 2 workers ready in ")
+    assert "[lockstep] restart 1: rank 1 (pid 7) was killed by SIGKILL" in lines
+    assert lines[-4].startswith("[lockstep] finished in ")
+    assert lines[-4].endswith(": 2 reports, 1 restart")
+    assert lines[-3:] == [
+        "[lockstep] best checkpoint: checkpoint_000001 (acc=0.75)",
+        "[lockstep] run directory: /runs/exp",
+        "[lockstep] see it with: lockstep runs show /runs/exp",
+    ]
+
+
+def test_total_gives_iterations_out_of_it_and_an_eta():
+    p, out = progress(total=10)
+    p.start(resumed_from=None)
+    p.starting(0)
+    p.workers_started()
+    p.step(4, {"loss": 0.5}, None)
+    line = out.getvalue().splitlines()[-1]
+    assert "| iter 4/10 | loss=0.5 | " in line
+    assert " | ETA " in line
+
+
+@pytest.mark.parametrize(
+    ("verbose", "expected"),
+    [(2, "[lockstep] iter 1: loss=0.5 epoch=0"), (3, "[lockstep] iter 1: epoch=0 loss=0.5 tag=a")],
+)
+def test_verbose_two_and_three_print_every_report(verbose, expected):
+    p, out = progress(verbose=verbose)
+    p.start(resumed_from=None)
+    p.step(1, {"epoch": 0, "loss": 0.5, "tag": "a"}, None)
+    assert expected in out.getvalue().splitlines()
+
+
+def test_verbose_zero_is_silent():
+    p, out = progress(verbose=0)
+    p.start(resumed_from=None)
+    p.starting(0)
+    p.workers_started()
+    p.step(1, {"loss": 0.5}, None)
+    p.stop(RunSummary("finished"))
+    assert out.getvalue() == ""
