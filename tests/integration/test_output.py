@@ -174,7 +174,7 @@ def test_live_status_line_is_cut_to_the_terminal_width(tmp_path):
 def reports_a_tensor():
     import torch
 
-    train.report({"loss": torch.tensor(0.5)})
+    train.report({"loss": torch.ones(3)})
 
 
 def test_a_workers_error_shows_the_users_frames_and_names_the_error_file(tmp_path):
@@ -196,15 +196,15 @@ def test_a_workers_error_shows_the_users_frames_and_names_the_error_file(tmp_pat
     )
     traceback = lines[lines.index("Traceback (most recent call last):") :]
     frames = [line for line in traceback if line.strip().startswith("File ")]
-    assert frames == [
-        f'  File "{__file__}", line {_line_of("torch.tensor(0.5)")}, in reports_a_tensor'
-    ]
+    assert frames == [f'  File "{__file__}", line {_line_of("torch.ones(3)")}, in reports_a_tensor']
     assert "The above exception" not in message  # how lockstep came to raise it is left out
     error_file = tmp_path / "bad" / "error.txt"
     assert lines[-1] == f"The full error, every worker's traceback included: {error_file}"
     full = error_file.read_text()
     assert full.startswith(message)
-    assert "lockstep/_internal/execution/metrics.py" in full  # the whole story is kept there
+    assert (
+        "lockstep/_internal/execution/worker/report_checks.py" in full
+    )  # the whole story is kept there
     assert raised.value.root_cause.rank in (0, 1)
 
 

@@ -152,7 +152,7 @@ def _leave_out_our_frames(shown: traceback.TracebackException, seen: set[int]) -
 
 
 # lockstep's package directory; lockstep.testing's fault functions count as the user's code
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE = os.path.dirname(sys.modules["lockstep"].__file__ or "")  # where lockstep's frames are
 _USERS = os.path.join(_PACKAGE, "testing") + os.sep
 
 
