@@ -151,13 +151,15 @@ def test_live_status_line_on_a_terminal(tmp_path):
     text = visible(raw)
     assert "[lockstep] starting 2 workers ..." in text
     assert re.search(
-        r"live-run-with-a-rather-long-name \| iter 2/4 \| accuracy=0\.25 loss=0\.5 epoch=1 \| "
-        r"\d+\.\d\d reports/s \| \d+\.\ds elapsed \| ETA \d+\.\ds \| attempt 1 \(restarts 0\) \| "
+        r"live-run-with-a-rather-long-name \| iter 2/4 \| \d+\.\ds elapsed, ETA \d+\.\ds \| "
+        r"accuracy=0\.25 loss=0\.5 epoch=1 \| \d+\.\d\d reports/s \| attempt 1 \(restarts 0\) \| "
         r"workers 2/2",
         text,
     )
     # the last frame says how the run ended, not "workers 0/2"
-    assert re.search(r"iter 4/4 \| accuracy=0\.75 .* \| attempt 1 \(restarts 0\) \| finished", text)
+    assert re.search(
+        r"iter 4/4 \| .* \| accuracy=0\.75 .* \| attempt 1 \(restarts 0\) \| finished", text
+    )
     assert "workers 0/2" not in text
     assert re.search(r"\[lockstep\] finished in \d+\.\ds: 4 reports, 0 restarts", text)
     assert "[lockstep] see it with: lockstep runs show " in text

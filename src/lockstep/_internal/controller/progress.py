@@ -258,16 +258,18 @@ class Progress:
         return Text(self._status_line(), style="bold", no_wrap=True, overflow="ellipsis")
 
     def _status_line(self) -> str:
-        """One line: where the run is, how fast it goes, and who is alive."""
-        parts = [self._name, self._iteration_part()]
+        """One line: where the run is, how long it has taken and will take, its metrics,
+        how fast it goes, and who is alive; the most wanted first, as a narrow terminal
+        cuts the end."""
+        timing = f"{format_duration(self.elapsed())} elapsed"
+        eta = self._eta()
+        if eta is not None:
+            timing += f", ETA {format_duration(eta)}"
+        parts = [self._name, self._iteration_part(), timing]
         shown = format_metrics(self._metrics, self._metric_names())
         if shown:
             parts.append(shown)
         parts.append(f"{self._rate():.2f} reports/s")
-        parts.append(f"{format_duration(self.elapsed())} elapsed")
-        eta = self._eta()
-        if eta is not None:
-            parts.append(f"ETA {format_duration(eta)}")
         parts.append(f"attempt {self._attempt + 1} (restarts {self._restarts})")
         if self._ended is not None:
             parts.append(self._ended)

@@ -8,6 +8,7 @@ import warnings
 
 from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
+from lockstep._internal.execution.stack import users_frame
 from lockstep._internal.execution.worker_group.base import WorkerGroup
 from lockstep._internal.execution.worker_group.process import gpus
 
@@ -66,7 +67,7 @@ def _warn_cpu_oversubscription(scaling: ScalingConfig) -> None:
             f"{scaling.num_cpus_per_worker:g}) but this machine has {have}: the workers will "
             "share CPUs, and every step waits for the slowest. HINT: use fewer workers, or "
             'fewer CPUs each with resources_per_worker={"CPU": ...}',
-            stacklevel=_users_frame(),
+            stacklevel=users_frame(),
         )
 
 
@@ -75,16 +76,6 @@ def usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _users_frame() -> int:
-    """The ``stacklevel`` of the first caller outside lockstep, so that a warning names
-    the user's line (a trainer subclass adds frames of its own)."""
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return level
 
 
 def _check_gpus(scaling: ScalingConfig) -> None:

@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import time
+import warnings
 from dataclasses import dataclass, replace
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import (
@@ -38,6 +39,7 @@ from lockstep._core.config import ScalingConfig
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import Stop, WorkerStart
+from lockstep._internal.execution.stack import users_frame
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
@@ -110,11 +112,19 @@ def bundle(scaling: ScalingConfig) -> dict[str, float]:
 
 
 def check_cluster(scaling: ScalingConfig) -> None:
-    """Fail now if the whole cluster could never hold the workers."""
+    """Before any worker starts: fail when the workers need GPUs and the cluster has none
+    (Ray would wait forever); warn when they ask for more than the cluster has now (an
+    autoscaler may add nodes; otherwise placing them times out)."""
     connect()
     total = ray.cluster_resources()
     need = bundle(scaling)
     workers = max(1, scaling.num_workers)
+    if need.get("GPU", 0) > 0 and total.get("GPU", 0) == 0:
+        raise ValueError(
+            f"use_gpu=True but the Ray cluster has no GPU ({workers} workers of {need} "
+            "asked); Ray would wait for one forever. HINT: set ScalingConfig(use_gpu=False), "
+            "or add GPU nodes to the cluster"
+        )
     short = {
         k: (v * workers, total.get(k, 0.0))
         for k, v in need.items()
@@ -122,12 +132,14 @@ def check_cluster(scaling: ScalingConfig) -> None:
     }
     if short:
         detail = ", ".join(
-            f"{k}: {want:g} wanted, {have:g} in the cluster"
+            f"{k}: {want:g} asked, {have:g} in the cluster"
             for k, (want, have) in sorted(short.items())
         )
-        raise ValueError(
-            f"the Ray cluster cannot hold {workers} workers of {need} ({detail}). "
-            "HINT: ask for fewer workers or resources, or add nodes to the cluster"
+        warnings.warn(
+            f"the Ray cluster cannot hold {workers} workers of {need} now ({detail}); they "
+            f"wait up to {_PLACEMENT_TIMEOUT_S:.0f} s for it to grow. HINT: ask for fewer "
+            "workers or resources, or add nodes to the cluster",
+            stacklevel=users_frame(),
         )
 
 
