@@ -1,0 +1,210 @@
+"""OptunaSearch: Ray Tune's Optuna searcher, on Optuna's ask/tell interface.
+
+The study lives in memory while the experiment runs (Optuna's SQL storage costs tens of
+milliseconds per trial); the Tuner copies its finished trials into ``optuna.db`` in the
+experiment directory whenever it saves the experiment state, so the study can be opened
+with ``optuna.load_study`` afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lockstep.tune._search_space import Domain, is_grid
+from lockstep.tune._variants import set_path, walk
+from lockstep.tune.search._searcher import Searcher
+
+SEP = "/"
+STUDY_NAME = "lockstep"
+
+
+class OptunaSearch(Searcher):
+    """Suggests configs with an Optuna sampler (TPE by default) through ``ask``/``tell``.
+
+    Args:
+        space: The search space: Tune domains or Optuna distributions by name (nested
+            dicts allowed). Default: the Tuner's ``param_space``.
+        metric: The metric to optimise (default: ``TuneConfig.metric``).
+        mode: ``"min"`` or ``"max"`` (default: ``TuneConfig.mode``).
+        points_to_evaluate: Configs to try first (``study.enqueue_trial``).
+        sampler: An Optuna sampler: ``TPESampler``, ``RandomSampler``, ``CmaEsSampler``,
+            ``GridSampler``, ... Default: ``TPESampler(seed=seed)``.
+        seed: Seed of the default sampler.
+        evaluated_rewards: Scores of ``points_to_evaluate`` already known; they are added
+            to the study as finished trials instead of being run.
+
+    Example:
+        >>> from lockstep import tune
+        >>> search = OptunaSearch(metric="loss", mode="min", seed=0)
+        >>> search.set_search_properties(None, None, {"x": tune.uniform(-1, 1), "k": 3})
+        True
+        >>> config = search.suggest("t0")
+        >>> -1 <= config["x"] <= 1, config["k"]
+        (True, 3)
+        >>> search.on_trial_complete("t0", {"loss": config["x"] ** 2})
+    """
+
+    def __init__(
+        self,
+        space: Mapping[str, Any] | None = None,
+        metric: str | None = None,
+        mode: str | None = None,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        sampler: Any = None,
+        seed: int | None = None,
+        evaluated_rewards: Sequence[float] | None = None,
+    ) -> None:
+        super().__init__(metric, mode)
+        self._space = dict(space) if space is not None else None
+        self._points = [dict(p) for p in points_to_evaluate or []]
+        self._sampler = sampler
+        self._seed = seed
+        self._rewards = list(evaluated_rewards) if evaluated_rewards is not None else None
+        if self._rewards is not None and len(self._rewards) != len(self._points):
+            raise ValueError(
+                "evaluated_rewards must have one score per point of points_to_evaluate. "
+                "HINT: pass as many rewards as points"
+            )
+        self._distributions: dict[str, Any] = {}
+        self._constants: dict[str, Any] = {}
+        self._study: Any = None
+        self._live: dict[str, Any] = {}
+        self._saved: set[int] = set()
+        if self._space is not None:
+            self._setup(self._space)
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
+    ) -> bool:
+        super().set_search_properties(metric, mode, config)
+        if self._study is None:
+            self._setup(self._space if self._space is not None else config)
+        return True
+
+    @property
+    def study(self) -> Any:
+        """The ``optuna.Study`` (None until the search space is known)."""
+        return self._study
+
+    def _setup(self, space: Mapping[str, Any]) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._distributions, self._constants = _flatten_space(space)
+        sampler = self._sampler or optuna.samplers.TPESampler(seed=self._seed)
+        direction = "maximize" if self._mode == "max" else "minimize"
+        self._study = optuna.create_study(
+            study_name=STUDY_NAME, direction=direction, sampler=sampler
+        )
+        for index, point in enumerate(self._points):
+            flat = {SEP.join(p): v for p, v in walk(point)}
+            if self._rewards is None:
+                self._study.enqueue_trial(flat)
+            else:
+                self._study.add_trial(
+                    optuna.trial.create_trial(
+                        params=flat,
+                        distributions={k: self._distributions[k] for k in flat},
+                        value=self._rewards[index],
+                    )
+                )
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._study is None:
+            raise RuntimeError(
+                "OptunaSearch has no search space. HINT: pass param_space to the Tuner or "
+                "space= to OptunaSearch"
+            )
+        trial = self._study.ask(fixed_distributions=self._distributions)
+        self._live[trial_id] = trial
+        config: dict[str, Any] = {}
+        for path, value in walk(self._constants):
+            set_path(config, path, value)
+        for name, value in trial.params.items():
+            set_path(config, tuple(name.split(SEP)), value)
+        return config
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        trial = self._live.get(trial_id)
+        value = _score(result, self._metric)
+        step = result.get("training_iteration")
+        if trial is not None and value is not None and isinstance(step, int):
+            trial.report(value, step)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        import optuna
+
+        trial = self._live.pop(trial_id, None)
+        if trial is None:
+            return
+        value = None if error else _score(result, self._metric)
+        if value is None:
+            self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self._study.tell(trial, value)
+
+    def save_to_sqlite(self, path: str) -> None:
+        """Copy the study's finished trials not copied yet into the SQLite file ``path``."""
+        import optuna
+
+        if self._study is None:
+            return
+        finished = [
+            t
+            for t in self._study.get_trials(deepcopy=False)
+            if t.state.is_finished() and t.number not in self._saved
+        ]
+        if not finished and self._saved:
+            return
+        storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+        try:
+            target = optuna.create_study(
+                storage=storage,
+                study_name=STUDY_NAME,
+                direction=self._study.direction,
+                load_if_exists=True,
+            )
+            target.add_trials(finished)
+        finally:
+            storage.engine.dispose()
+        self._saved.update(t.number for t in finished)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_live"] = {}  # running trials are asked again on restore
+        return state
+
+
+def _score(result: Mapping[str, Any] | None, metric: str | None) -> float | None:
+    if result is None or metric is None or metric not in result:
+        return None
+    value = result[metric]
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _flatten_space(space: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Optuna distributions by ``"a/b"`` name, and the constants as a nested dict."""
+    import optuna
+
+    distributions: dict[str, Any] = {}
+    constants: dict[str, Any] = {}
+    for path, value in walk(space):
+        name = SEP.join(path)
+        if is_grid(value):
+            raise ValueError(
+                f"{name}: grid_search cannot be used with OptunaSearch. HINT: use "
+                "tune.choice([...]), or OptunaSearch(sampler=optuna.samplers.GridSampler(...))"
+            )
+        if isinstance(value, Domain):
+            distributions[name] = value.to_optuna()
+        elif isinstance(value, optuna.distributions.BaseDistribution):
+            distributions[name] = value
+        else:
+            set_path(constants, path, value)
+    return distributions, constants
