@@ -72,6 +72,7 @@ class OptunaSearch(Searcher):
         self._study: Any = None
         self._live: dict[str, Any] = {}
         self._saved: set[int] = set()
+        self._exhausted = False
         if self._space is not None:
             self._setup(self._space)
 
@@ -142,10 +143,20 @@ class OptunaSearch(Searcher):
         if trial is None:
             return
         value = None if error else _score(result, self._metric)
-        if value is None:
-            self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            self._study.tell(trial, value)
+        try:
+            if value is None:
+                self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                self._study.tell(trial, value)
+        except RuntimeError as exc:
+            # GridSampler stops the study when its grid is done, which Optuna allows only
+            # inside optimize(); the trial is recorded by then.
+            if "Study.stop" not in str(exc):
+                raise
+            self._exhausted = True
+
+    def is_finished(self) -> bool:
+        return self._exhausted
 
     def save_to_sqlite(self, path: str) -> None:
         """Copy the study's finished trials not copied yet into the SQLite file ``path``."""
