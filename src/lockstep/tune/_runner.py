@@ -21,7 +21,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
 from lockstep.tune._session import FunctionSession, TuneContext
-from lockstep.tune._state import STUDY_FILE, SaveThrottle, write_state
+from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
 from lockstep.tune._stopper import Stopper
 from lockstep.tune._trainable import TrainerTrainable, run_function, trial_run_config
 from lockstep.tune._trial import (
@@ -87,6 +87,7 @@ class TrialRunner:
         self._started = time.monotonic()
         self._throttle = SaveThrottle()
         self._stop_all = False
+        self._journal = Journal(setup.experiment_dir)
         self.search_finished = False
 
     # -- the loop ---------------------------------------------------------------------------
@@ -140,9 +141,7 @@ class TrialRunner:
         if self.search_finished:
             return False
         limit = self._s.num_samples
-        if limit > 0 and self._num_created >= limit and not _self_limiting(self._s.searcher):
-            self.search_finished = True
-        elif self._s.searcher.is_finished():
+        if (limit > 0 and self._num_created >= limit and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
             self.search_finished = True
         return not self.search_finished
 
@@ -182,6 +181,7 @@ class TrialRunner:
         trial.search_key = trial_id  # type: ignore[attr-defined]
         self._num_created += 1
         self.trials.append(trial)
+        self._journal.created(trial)
         self._s.scheduler.on_trial_add(self, trial)
         return trial
 
@@ -346,6 +346,7 @@ class TrialRunner:
             trial.status = PENDING  # again, from its latest checkpoint
             return
         trial.status = ERROR
+        self._journal.ended(trial)
         for callback in self._s.callbacks:
             callback.on_trial_error(self._iteration, list(self.trials), trial)
         self._s.scheduler.on_trial_error(self, trial)
@@ -355,6 +356,7 @@ class TrialRunner:
     def _finish(self, trial: TuneTrial, status: str) -> None:
         trial.status = status
         trial.error = None
+        self._journal.ended(trial)
         for callback in self._s.callbacks:
             callback.on_trial_complete(self._iteration, list(self.trials), trial)
         self._s.scheduler.on_trial_complete(self, trial, trial.last_result)
@@ -407,6 +409,7 @@ class TrialRunner:
                 "searcher": self._s.searcher,
                 "scheduler": self._s.scheduler,
                 "search_finished": self.search_finished,
+                "num_events": self._journal.num_lines,
             },
         )
         self._throttle.done(time.monotonic() - started)

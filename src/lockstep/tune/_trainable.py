@@ -262,9 +262,16 @@ class _Reporter(UserCallback):
         self._trial_id = trial_id
         self._iteration = start_iteration
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The trainer saves its run config for Trainer.restore; the link to this Tuner
+        # cannot outlive it.
+        return {**self.__dict__, "_on_report": None}
+
     def after_report(
         self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Checkpoint | None
     ) -> None:
+        if self._on_report is None:
+            return
         import time
 
         from lockstep.tune.schedulers._base import Exploit, TrialScheduler

@@ -18,7 +18,7 @@ from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid
 from lockstep.tune._runner import RunnerSetup, TrialRunner
-from lockstep.tune._state import TUNER_FILE, has_state, read_state
+from lockstep.tune._state import TUNER_FILE, has_state, read_state, replay_journal
 from lockstep.tune._stopper import Stopper, as_stopper
 from lockstep.tune._trainable import TrainerTrainable, trainable_name, trial_resources
 from lockstep.tune._trial import ERROR, PAUSED, PENDING, RUNNING, TuneTrial, safe_dirname
@@ -230,12 +230,15 @@ class Tuner:
         exp_dir = self._experiment_dir
         if not has_state(exp_dir):
             raise RuntimeError("no results yet. HINT: call fit() first")
-        state = read_state(exp_dir)
-        for trial in state["trials"]:
-            trial.reload_from_disk()
-        return ResultGrid(
-            state["trials"], exp_dir.uri, self._tune_config.metric, self._tune_config.mode
-        )
+        if self._restored is not None:
+            trials = self._restored["trials"]
+        else:
+            state = read_state(exp_dir)
+            replay_journal(state, exp_dir)
+            trials = state["trials"]
+            for trial in trials:
+                trial.reload_from_disk()
+        return ResultGrid(trials, exp_dir.uri, self._tune_config.metric, self._tune_config.mode)
 
     def _runner(self, exp_dir: storage.StorageDir) -> TrialRunner:
         config = self._tune_config
@@ -375,6 +378,7 @@ class Tuner:
                 )
             trainable = cloudpickle.loads(saved["trainable"])
         state = read_state(exp_dir)
+        replay_journal(state, exp_dir)
         _reset_trials(state["trials"], resume_unfinished, resume_errored, restart_errored)
         parent, _, name = exp_dir.uri.rstrip("/").rpartition("/")
         run_config = dataclasses.replace(saved["run_config"], name=name, storage_path=parent)

@@ -47,8 +47,10 @@ def test_scopes_of_the_best_result(tmp_path):
 
     space = {"values": tune.grid_search([[1, 9, 1], [5, 5, 5]])}
     results = run(tmp_path, trend, space)
+
     def best(scope):
         return results.get_best_result("m", "max", scope=scope).config["values"]
+
     assert best("last") == [5, 5, 5]
     assert best("all") == [1, 9, 1]
     assert best("avg") == [5, 5, 5]
@@ -81,10 +83,18 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
         for _ in range(3):
             tune.report({"acc": config["acc"]})
 
-    rule = MedianStoppingRule(time_attr="training_iteration", grace_period=1,
-                              min_samples_required=2)
-    results = run(tmp_path, constant, {"acc": tune.grid_search([0.9, 0.8, 0.1])},
-                  metric="acc", mode="max", max_concurrent_trials=1, scheduler=rule)
+    rule = MedianStoppingRule(
+        time_attr="training_iteration", grace_period=1, min_samples_required=2
+    )
+    results = run(
+        tmp_path,
+        constant,
+        {"acc": tune.grid_search([0.9, 0.8, 0.1])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=rule,
+    )
     assert [r.metrics["training_iteration"] for r in results] == [3, 3, 1]
 
 
@@ -100,17 +110,29 @@ def pbt_trainable(config):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state"), "w") as f:
                 f.write(f"{step} {score}")
-            tune.report({"score": score, "lr": config["lr"], "step": step},
-                        checkpoint=Checkpoint.from_directory(d))
+            tune.report(
+                {"score": score, "lr": config["lr"], "step": step},
+                checkpoint=Checkpoint.from_directory(d),
+            )
 
 
 def test_pbt_replaces_a_bad_trials_config_and_resumes_from_the_donors_checkpoint(tmp_path):
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
-        resample_probability=0.0, hyperparam_mutations={"lr": [0.1, 1.0, 10.0]}, seed=0,
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        hyperparam_mutations={"lr": [0.1, 1.0, 10.0]},
+        seed=0,
     )
-    results = run(tmp_path, pbt_trainable, {"lr": tune.grid_search([10.0, 0.1])},
-                  metric="score", mode="max", scheduler=pbt)
+    results = run(
+        tmp_path,
+        pbt_trainable,
+        {"lr": tune.grid_search([10.0, 0.1])},
+        metric="score",
+        mode="max",
+        scheduler=pbt,
+    )
     assert pbt.num_perturbations >= 1
     bad = results[1]
     frame = bad.metrics_dataframe
@@ -127,8 +149,15 @@ def test_optuna_search_finds_the_minimum_of_a_quadratic(tmp_path):
         tune.report({"loss": (config["x"] - 2.0) ** 2 + (config["y"] + 1.0) ** 2})
 
     search = OptunaSearch(seed=0, points_to_evaluate=[{"x": 0.0, "y": 0.0}])
-    results = run(tmp_path, objective, {"x": tune.uniform(-5, 5), "y": tune.uniform(-5, 5)},
-                  metric="loss", mode="min", search_alg=search, num_samples=60)
+    results = run(
+        tmp_path,
+        objective,
+        {"x": tune.uniform(-5, 5), "y": tune.uniform(-5, 5)},
+        metric="loss",
+        mode="min",
+        search_alg=search,
+        num_samples=60,
+    )
     assert len(results) == 60
     assert results[0].config == {"x": 0.0, "y": 0.0}
     best = results.get_best_result()
@@ -136,8 +165,7 @@ def test_optuna_search_finds_the_minimum_of_a_quadratic(tmp_path):
     assert abs(best.config["x"] - 2.0) < 0.6 and abs(best.config["y"] + 1.0) < 0.6
     import optuna
 
-    study = optuna.load_study(study_name="lockstep",
-                              storage=f"sqlite:///{tmp_path}/exp/optuna.db")
+    study = optuna.load_study(study_name="lockstep", storage=f"sqlite:///{tmp_path}/exp/optuna.db")
     assert len(study.trials) == 60
 
 
@@ -154,8 +182,15 @@ def test_optuna_samplers(tmp_path, sampler):
     def objective(config):
         tune.report({"loss": config["x"] ** 2})
 
-    results = run(tmp_path, objective, {"x": tune.uniform(-2, 2)}, metric="loss", mode="min",
-                  search_alg=OptunaSearch(sampler=samplers[sampler]), num_samples=3)
+    results = run(
+        tmp_path,
+        objective,
+        {"x": tune.uniform(-2, 2)},
+        metric="loss",
+        mode="min",
+        search_alg=OptunaSearch(sampler=samplers[sampler]),
+        num_samples=3,
+    )
     assert len(results) == 3
     if sampler == "grid":
         assert sorted(r.config["x"] for r in results) == [-1.0, 0.0, 1.0]
@@ -193,14 +228,17 @@ def test_stop_dict_and_returned_dicts_and_search_spaces(tmp_path):
         "ch": tune.choice(["a", "b"]),
     }
     results = tune.Tuner(
-        objective, param_space=space, tune_config=tune.TuneConfig(num_samples=4),
-        run_config=tune.RunConfig(name="s", storage_path=str(tmp_path), verbose=0,
-                                  stop={"i": 3}),
+        objective,
+        param_space=space,
+        tune_config=tune.TuneConfig(num_samples=4),
+        run_config=tune.RunConfig(name="s", storage_path=str(tmp_path), verbose=0, stop={"i": 3}),
     ).fit()
     for r in results:
         c = r.config
         assert r.metrics["i"] == 3
-        assert 1 <= c["nested"]["b"] < 9 and c["nested"]["c"] == 5 and c["s"] == 2 * c["nested"]["b"]
+        assert (
+            1 <= c["nested"]["b"] < 9 and c["nested"]["c"] == 5 and c["s"] == 2 * c["nested"]["b"]
+        )
         assert c["u"] in (0, 5, 10) and c["qi"] in (0, 5, 10) and c["qli"] % 10 == 0
         assert 1e-4 <= c["l"] <= 1e-1 and c["ch"] in ("a", "b") and c["qn"] % 2 == 0
 
@@ -229,12 +267,21 @@ def test_callbacks_see_every_trial_event(tmp_path):
         if config["x"] == 2:
             raise ValueError("no")
 
-    tune.Tuner(objective, param_space={"x": tune.grid_search([1, 2])},
-               tune_config=tune.TuneConfig(max_concurrent_trials=1),
-               run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0,
-                                         callbacks=[Recorder()])).fit()
-    assert events == [("start", 1), ("result", 1), ("complete", 1),
-                      ("start", 2), ("result", 2), ("error", 2), ("end", 2)]
+    tune.Tuner(
+        objective,
+        param_space={"x": tune.grid_search([1, 2])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Recorder()]),
+    ).fit()
+    assert events == [
+        ("start", 1),
+        ("result", 1),
+        ("complete", 1),
+        ("start", 2),
+        ("result", 2),
+        ("error", 2),
+        ("end", 2),
+    ]
 
 
 def test_limiter_repeater_with_parameters_and_context(tmp_path):
@@ -243,9 +290,15 @@ def test_limiter_repeater_with_parameters_and_context(tmp_path):
         tune.report({"v": config["x"] + offset, "id": ctx.get_trial_id()})
 
     search = Repeater(ConcurrencyLimiter(OptunaSearch(seed=1), max_concurrent=1), repeat=2)
-    results = run(tmp_path, tune.with_parameters(objective, offset=100),
-                  {"x": tune.uniform(0, 1)}, metric="v", mode="max", search_alg=search,
-                  num_samples=4)
+    results = run(
+        tmp_path,
+        tune.with_parameters(objective, offset=100),
+        {"x": tune.uniform(0, 1)},
+        metric="v",
+        mode="max",
+        search_alg=search,
+        num_samples=4,
+    )
     configs = [r.config for r in results]
     assert [c["__trial_index__"] for c in configs] == [0, 1, 0, 1]
     assert configs[0]["x"] == configs[1]["x"] and all(r.metrics["v"] >= 100 for r in results)
@@ -263,8 +316,11 @@ def test_a_new_tuner_never_overwrites_a_finished_experiment(tmp_path):
 
 
 def test_plain_lines_when_not_a_tty_and_silence_at_verbose_0(tmp_path, capfd):
-    tune.Tuner(quadratic, param_space={"x": 1},
-               run_config=tune.RunConfig(name="a", storage_path=str(tmp_path))).fit()
+    tune.Tuner(
+        quadratic,
+        param_space={"x": 1},
+        run_config=tune.RunConfig(name="a", storage_path=str(tmp_path)),
+    ).fit()
     err = capfd.readouterr().err
     assert "TERMINATED" in err and "done: 1 trials" in err
     run(tmp_path, quadratic, {"x": 1}, name="b")
