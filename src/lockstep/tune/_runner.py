@@ -141,7 +141,8 @@ class TrialRunner:
         if self.search_finished:
             return False
         limit = self._s.num_samples
-        if (limit > 0 and self._num_created >= limit and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
+        capped = limit > 0 and self._num_created >= limit
+        if (capped and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
             self.search_finished = True
         return not self.search_finished
 

@@ -101,8 +101,8 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
 def pbt_trainable(config):
     step, score = 0, 0.0
     if checkpoint := tune.get_checkpoint():
-        with checkpoint.as_directory() as d:
-            step, score = (float(v) for v in open(os.path.join(d, "state")).read().split())
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
+            step, score = (float(v) for v in f.read().split())
             step = int(step)
     while step < 6:
         step += 1
@@ -308,7 +308,7 @@ def test_limiter_repeater_with_parameters_and_context(tmp_path):
 def test_a_new_tuner_never_overwrites_a_finished_experiment(tmp_path):
     run(tmp_path, quadratic, {"x": 1})
     before = (tmp_path / "exp" / "experiment_state.pkl").read_bytes()
-    with pytest.raises(ValueError, match="Tuner.restore"):
+    with pytest.raises(ValueError, match=r"Tuner\.restore"):
         run(tmp_path, quadratic, {"x": 2})
     assert (tmp_path / "exp" / "experiment_state.pkl").read_bytes() == before
     restored = tune.Tuner.restore(str(tmp_path / "exp"), trainable=quadratic)
