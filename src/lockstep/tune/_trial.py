@@ -72,7 +72,6 @@ class TuneTrial(Trial):
             path=self.path,
             error=self.error,  # type: ignore[arg-type]
             _run_dir=self.run_dir,
-            _dataframe=_frame(self.results) if self.results else None,
         )
 
     def reload_from_disk(self) -> None:
@@ -99,12 +98,6 @@ def latest_checkpoint_name(run_dir: storage.StorageDir) -> str | None:
         return None
     names = sorted(n for n in run_dir.listdir() if n.startswith(storage.CHECKPOINT_PREFIX))
     return names[-1] if names else None
-
-
-def _frame(rows: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-
-    return pd.DataFrame(rows)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+@-]+")

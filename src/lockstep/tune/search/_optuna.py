@@ -9,6 +9,7 @@ with ``optuna.load_study`` afterwards.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -159,7 +160,8 @@ class OptunaSearch(Searcher):
         return self._exhausted
 
     def save_to_sqlite(self, path: str) -> None:
-        """Copy the study's finished trials not copied yet into the SQLite file ``path``."""
+        """Copy the study's finished trials not copied yet into the SQLite file ``path``
+        (``optuna.load_study(study_name="lockstep", storage=f"sqlite:///{path}")``)."""
         import optuna
 
         if self._study is None:
@@ -169,9 +171,14 @@ class OptunaSearch(Searcher):
             for t in self._study.get_trials(deepcopy=False)
             if t.state.is_finished() and t.number not in self._saved
         ]
-        if not finished and self._saved:
+        if not finished and os.path.exists(path):
             return
-        storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(_empty_database())
+        storage = optuna.storages.RDBStorage(
+            f"sqlite:///{path}", skip_table_creation=True, skip_compatibility_check=True
+        )
         try:
             target = optuna.create_study(
                 storage=storage,
@@ -179,7 +186,10 @@ class OptunaSearch(Searcher):
                 direction=self._study.direction,
                 load_if_exists=True,
             )
-            target.add_trials(finished)
+            try:
+                _bulk_add(storage, target._study_id, finished)
+            except Exception:
+                target.add_trials(finished)  # Optuna's own path, one transaction per trial
         finally:
             storage.engine.dispose()
         self._saved.update(t.number for t in finished)
@@ -188,6 +198,85 @@ class OptunaSearch(Searcher):
         state = dict(self.__dict__)
         state["_live"] = {}  # running trials are asked again on restore
         return state
+
+
+_EMPTY: bytes | None = None
+
+
+def _empty_database() -> bytes:
+    """An SQLite file with Optuna's tables and no study, made once per process.
+
+    Creating the tables costs Optuna about half a second; copying the file costs nothing.
+    """
+    global _EMPTY
+    if _EMPTY is None:
+        import tempfile
+
+        import optuna
+
+        with tempfile.TemporaryDirectory(prefix="lockstep-optuna-") as tmp:
+            path = os.path.join(tmp, "empty.db")
+            optuna.storages.RDBStorage(f"sqlite:///{path}").engine.dispose()
+            with open(path, "rb") as f:
+                _EMPTY = f.read()
+    return _EMPTY
+
+
+def _bulk_add(storage: Any, study_id: int, trials: list[Any]) -> None:
+    """Insert finished trials in one transaction, three statements in all, into Optuna's
+    tables (through its SQL models, so that column names follow its version).
+
+    ``Study.add_trials`` commits once per trial, about 40 ms each on a small machine.
+    """
+    from optuna.distributions import distribution_to_json
+    from optuna.storages._rdb import models
+    from sqlalchemy import func, insert, select
+
+    trial_rows, param_rows, value_rows = [], [], []
+    with storage.engine.begin() as conn:
+        first_id = (conn.execute(select(func.max(models.TrialModel.trial_id))).scalar() or 0) + 1
+        number = conn.execute(
+            select(func.count()).where(models.TrialModel.study_id == study_id)
+        ).scalar()
+        for offset, trial in enumerate(trials):
+            trial_id = first_id + offset
+            trial_rows.append(
+                {
+                    "trial_id": trial_id,
+                    "number": number + offset,
+                    "study_id": study_id,
+                    "state": trial.state,
+                    "datetime_start": trial.datetime_start,
+                    "datetime_complete": trial.datetime_complete,
+                }
+            )
+            for name, value in trial.params.items():
+                distribution = trial.distributions[name]
+                param_rows.append(
+                    {
+                        "trial_id": trial_id,
+                        "param_name": name,
+                        "param_value": distribution.to_internal_repr(value),
+                        "distribution_json": distribution_to_json(distribution),
+                    }
+                )
+            for objective, value in enumerate(trial.values or []):
+                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+                value_rows.append(
+                    {
+                        "trial_id": trial_id,
+                        "objective": objective,
+                        "value": stored,
+                        "value_type": kind,
+                    }
+                )
+        for model, rows in (
+            (models.TrialModel, trial_rows),
+            (models.TrialParamModel, param_rows),
+            (models.TrialValueModel, value_rows),
+        ):
+            if rows:
+                conn.execute(insert(model), rows)
 
 
 def _score(result: Mapping[str, Any] | None, metric: str | None) -> float | None:
