@@ -322,6 +322,9 @@ class TrialRunner:
 
     def _paused(self, trial: TuneTrial) -> None:
         exploit, trial.pending_exploit = trial.pending_exploit, None
+        if trial.stop_requested:  # stopped while it was pausing
+            self._finish(trial, TERMINATED)
+            return
         if exploit is None:
             trial.status = PAUSED
             self._s.table.update(trial)

@@ -7,6 +7,7 @@ the report callback the Tuner gives it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -195,6 +196,10 @@ class TrainerTrainable:
                 kwargs[key] = {**(kwargs.get(key) or {}), **value}
             else:
                 kwargs[key] = value
+        if kwargs.get("preprocessor") is not None:
+            # Fitting changes a preprocessor: each trial fits its own copy, as if the
+            # config had been sent to it, even when trials share one in the param space.
+            kwargs["preprocessor"] = copy.deepcopy(kwargs["preprocessor"])
         if kwargs.get("datasets"):
             kwargs["datasets"] = {
                 _DATASET_ALIASES.get(k, k): v for k, v in kwargs["datasets"].items()

@@ -78,8 +78,8 @@ class TuneTrial(Trial):
         """Catch up with what the trial wrote after the experiment state was saved."""
         rows = read_results(self.run_dir) if self.run_dir.exists() else []
         if rows:
-            self.results = rows
-            self.last_result = rows[-1]
+            self.results = [{**row, "trial_id": self.trial_id} for row in rows]
+            self.last_result = self.results[-1]
         latest = latest_checkpoint_name(self.run_dir)
         if latest is not None:
             self.checkpoint = Checkpoint(self.run_dir.join(latest), self.run_dir.fs)

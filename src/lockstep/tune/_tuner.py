@@ -249,6 +249,8 @@ class Tuner:
         if self._restored is not None:
             trials = self._restored["trials"]
             num_created = self._restored["num_created"]
+            if trials:  # new trials keep the experiment's id prefix
+                self._run_id_value = trials[0].trial_id.rpartition("_")[0]
             searcher, scheduler = self._restored["searcher"], self._restored["scheduler"]
         pool = ResourcePool(machine_resources())
         limit = config.max_concurrent_trials or 10**9

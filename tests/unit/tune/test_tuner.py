@@ -325,3 +325,68 @@ def test_plain_lines_when_not_a_tty_and_silence_at_verbose_0(tmp_path, capfd):
     assert "TERMINATED" in err and "done: 1 trials" in err
     run(tmp_path, quadratic, {"x": 1}, name="b")
     assert capfd.readouterr().err == ""
+
+
+def resumable_constant(config):
+    step = 0
+    if checkpoint := tune.get_checkpoint():
+        with checkpoint.as_directory() as d, open(os.path.join(d, "step")) as f:
+            step = int(f.read())
+    while step < 4:
+        step += 1
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "step"), "w") as f:
+                f.write(str(step))
+            tune.report({"acc": config["acc"]}, checkpoint=Checkpoint.from_directory(d))
+
+
+def test_hyperband_pauses_at_milestones_and_keeps_the_best_half(tmp_path):
+    from lockstep.tune.schedulers import HyperBandScheduler
+
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([0.9, 0.1, 0.8, 0.2])},
+        metric="acc",
+        mode="max",
+        scheduler=HyperBandScheduler(max_t=4, reduction_factor=2),
+    )
+    iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
+    assert iterations == {0.9: 4, 0.8: 2, 0.1: 1, 0.2: 1}
+    assert results.num_terminated == 4
+    # the resumed trials went on from their checkpoints: one report per iteration
+    assert list(results[0].metrics_dataframe["training_iteration"]) == [1, 2, 3, 4]
+
+
+def test_time_budget_and_stopper_end_the_experiment(tmp_path):
+    class AfterTwoResults(tune.Stopper):
+        def __init__(self):
+            self.seen = 0
+
+        def __call__(self, trial_id, result):
+            self.seen += 1
+            return False
+
+        def stop_all(self):
+            return self.seen >= 2
+
+    def endless(config):
+        while True:
+            tune.report({"x": 1})
+
+    results = tune.Tuner(
+        endless,
+        param_space={"a": tune.grid_search([1, 2, 3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, stop=AfterTwoResults()),
+    ).fit()
+    assert len(results) == 1 and results[0].metrics["training_iteration"] == 2
+
+
+def test_config_errors_carry_a_hint():
+    with pytest.raises(ValueError, match="HINT"):
+        tune.TuneConfig(scheduler="asha")
+    with pytest.raises(ValueError, match="HINT"):
+        tune.RunConfig(stop=3)
+    with pytest.raises(ValueError, match="grid_search cannot"):
+        OptunaSearch().set_search_properties("m", "min", {"x": tune.grid_search([1])})

@@ -92,6 +92,8 @@ class HyperBandScheduler(TrialScheduler):
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> Any:
         self._require_metric("HyperBandScheduler")
+        if trial in self._resumable:
+            self._resumable.remove(trial)
         cur = result.get(self._time_attr, 0)
         if self._stop_last and cur >= self.max_t:
             return self.STOP
@@ -136,8 +138,7 @@ class HyperBandScheduler(TrialScheduler):
                 tune_controller.stop_trial(first)
 
     def choose_trial_to_run(self, tune_controller: Any, trials: Sequence[Any]) -> Any:
-        for trial in list(self._resumable):
+        for trial in self._resumable:
             if trial.status == "PAUSED":
-                self._resumable.remove(trial)
-                return trial
+                return trial  # it leaves the list when it reports again
         return super().choose_trial_to_run(tune_controller, trials)
