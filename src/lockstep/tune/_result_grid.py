@@ -50,7 +50,7 @@ class ResultGrid:
     @property
     def errors(self) -> list[BaseException]:
         """The errors of the trials that failed."""
-        return [r.error for r in self._results if r.error is not None]  # type: ignore[misc]
+        return [r.error for r in self._results if r.error is not None]
 
     @property
     def num_errors(self) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lockstep._core import storage
-from lockstep._core.callback import Callback
+from lockstep._core.callback import Callback, Trial
 from lockstep._core.checkpoint import Checkpoint
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
@@ -280,7 +280,7 @@ class TrialRunner:
         trial, result = event.trial, event.result
         trial.last_result = result
         trial.results.append(result)
-        trials = list(self.trials)
+        trials: list[Trial] = list(self.trials)
         if event.checkpoint is not None:
             trial.checkpoint = event.checkpoint
             for callback in self._s.callbacks:

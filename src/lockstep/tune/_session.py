@@ -183,7 +183,8 @@ def report(
     ``tune.report(loss=0.1)`` is accepted too.
 
     Example:
-        >>>         >>> from lockstep import tune
+        >>> import tempfile
+        >>> from lockstep import tune
         >>> def objective(config):
         ...     tune.report({"score": config["x"] ** 2})
         >>> with tempfile.TemporaryDirectory() as d:

@@ -126,7 +126,10 @@ def _coerce_run_config(run_config: Any, name: str | None, callbacks: Any) -> Run
         changes["name"] = name
     if callbacks:
         changes["callbacks"] = (*run_config.callbacks, *callbacks)
-    return dataclasses.replace(run_config, **changes) if changes else run_config
+    coerced: RunConfig = run_config
+    if changes:
+        coerced = dataclasses.replace(coerced, **changes)
+    return coerced
 
 
 class Tuner:
@@ -382,8 +385,8 @@ class Tuner:
         state = read_state(exp_dir)
         replay_journal(state, exp_dir)
         _reset_trials(state["trials"], resume_unfinished, resume_errored, restart_errored)
-        parent, _, name = exp_dir.uri.rstrip("/").rpartition("/")
-        run_config = dataclasses.replace(saved["run_config"], name=name, storage_path=parent)
+        parent, _sep, exp_name = exp_dir.uri.rstrip("/").rpartition("/")
+        run_config = dataclasses.replace(saved["run_config"], name=exp_name, storage_path=parent)
         return cls(
             trainable,
             param_space=param_space if param_space is not None else saved["param_space"],

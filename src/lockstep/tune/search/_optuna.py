@@ -96,7 +96,7 @@ class OptunaSearch(Searcher):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._distributions, self._constants = _flatten_space(space)
         sampler = self._sampler or optuna.samplers.TPESampler(seed=self._seed)
-        direction = "maximize" if self._mode == "max" else "minimize"
+        direction: Any = "maximize" if self._mode == "max" else "minimize"
         self._study = optuna.create_study(
             study_name=STUDY_NAME, direction=direction, sampler=sampler
         )
