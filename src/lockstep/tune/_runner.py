@@ -251,6 +251,7 @@ class TrialRunner:
             checkpoint=restore,
             time_offset=float(trial.last_result.get("time_total_s", 0.0)),
             on_report=on_report,
+            checkpoint_config=self._s.run_config.checkpoint_config,
         )
         return run_function(trainable, dict(trial.config), session), None
 

@@ -19,6 +19,7 @@ from typing import Any
 from lockstep import train
 from lockstep._core import storage
 from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import CheckpointConfig
 from lockstep._core.context import TrainContext
 
 
@@ -75,12 +76,16 @@ class FunctionSession:
         checkpoint: Checkpoint | None,
         time_offset: float,
         on_report: ReportFn,
+        checkpoint_config: CheckpointConfig | None = None,
     ) -> None:
         self.context = context
+        self._checkpoint_config = checkpoint_config or CheckpointConfig()
         self._run_dir = run_dir
         self._iteration = start_iteration
         self._latest = checkpoint
         self._next_index = _next_checkpoint_index(run_dir)
+        # Retained checkpoints and their metrics, oldest first (earlier runs' without).
+        self._kept: list[tuple[str, dict[str, Any]]] = [(n, {}) for n in _checkpoint_names(run_dir)]
         self._started = time.monotonic() - time_offset
         self._on_report = on_report
         self.num_reports = 0
@@ -88,7 +93,7 @@ class FunctionSession:
     def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
         clean = _clean(metrics)
         self._iteration += 1
-        committed = self._commit(checkpoint) if checkpoint is not None else None
+        committed = self._commit(checkpoint, clean) if checkpoint is not None else None
         result = {
             **clean,
             "training_iteration": self._iteration,
@@ -107,7 +112,7 @@ class FunctionSession:
         if decision == TrialScheduler.PAUSE or isinstance(decision, Exploit):
             raise TrialPaused()
 
-    def _commit(self, checkpoint: Checkpoint) -> Checkpoint:
+    def _commit(self, checkpoint: Checkpoint, metrics: dict[str, Any]) -> Checkpoint:
         if not isinstance(checkpoint, Checkpoint):
             raise ValueError(
                 f"report(checkpoint=...) takes a Checkpoint, got {type(checkpoint).__name__}. "
@@ -121,7 +126,28 @@ class FunctionSession:
         self._run_dir.move(staged, name)
         self._next_index += 1
         self._latest = Checkpoint(self._run_dir.join(name), self._run_dir.fs)
+        self._kept.append((name, metrics))
+        self._retain()
         return self._latest
+
+    def _retain(self) -> None:
+        """Keep ``num_to_keep`` checkpoints, the best by score (or the newest), and the
+        latest, which a restart resumes from."""
+        config = self._checkpoint_config
+        keep = config.num_to_keep
+        if keep is None or len(self._kept) <= keep:
+            return
+        attribute = config.checkpoint_score_attribute
+        ranked = list(self._kept)  # newest last
+        if attribute is not None:
+            sign = 1 if config.checkpoint_score_order == "max" else -1
+            ranked.sort(key=lambda item: sign * float(item[1].get(attribute, -sign * math.inf)))
+        best = {name for name, _ in ranked[-keep:]}
+        latest = self._kept[-1][0]
+        for name, _ in list(self._kept):
+            if name not in best and name != latest:
+                self._run_dir.remove(name)
+                self._kept = [item for item in self._kept if item[0] != name]
 
     def get_checkpoint(self) -> Checkpoint | None:
         return self._latest
@@ -133,10 +159,14 @@ class FunctionSession:
         )
 
 
-def _next_checkpoint_index(run_dir: storage.StorageDir) -> int:
+def _checkpoint_names(run_dir: storage.StorageDir) -> list[str]:
     if not run_dir.exists():
-        return 0
-    names = [n for n in run_dir.listdir() if n.startswith(storage.CHECKPOINT_PREFIX)]
+        return []
+    return sorted(n for n in run_dir.listdir() if n.startswith(storage.CHECKPOINT_PREFIX))
+
+
+def _next_checkpoint_index(run_dir: storage.StorageDir) -> int:
+    names = _checkpoint_names(run_dir)
     return max((int(n[len(storage.CHECKPOINT_PREFIX) :]) for n in names), default=-1) + 1
 
 

@@ -180,7 +180,9 @@ class Tuner:
         self._tune_config = tune_config or TuneConfig()
         if not isinstance(self._tune_config, TuneConfig):
             raise ValueError("tune_config must be a TuneConfig. HINT: tune.TuneConfig(...)")
-        self._run_config = _named(_coerce_run_config(run_config, name, callbacks))
+        self._run_config = _named(
+            _coerce_run_config(run_config, name, callbacks), trainable_name(self._trainable)
+        )
         if isinstance(self._trainable, TrainerTrainable):
             self._trainable.check_space(self._param_space)
         self._restored = _restored
@@ -239,8 +241,7 @@ class Tuner:
             state = read_state(exp_dir)
             replay_journal(state, exp_dir)
             trials = state["trials"]
-            for trial in trials:
-                trial.reload_from_disk()
+            _reload(trials)
         return ResultGrid(trials, exp_dir.uri, self._tune_config.metric, self._tune_config.mode)
 
     def _runner(self, exp_dir: storage.StorageDir) -> TrialRunner:
@@ -402,11 +403,18 @@ class Tuner:
         return exp_dir.exists(TUNER_FILE) and has_state(exp_dir)
 
 
+def _reload(trials: list[TuneTrial]) -> None:
+    for trial in trials:
+        trial.reload_from_disk()
+        if trial.status == ERROR and trial.error is None:
+            trial.error = TrialError(trial.error_text or "the trial failed")
+
+
 def _reset_trials(
     trials: list[TuneTrial], unfinished: bool, errored: bool, restart_errored: bool
 ) -> None:
+    _reload(trials)
     for trial in trials:
-        trial.reload_from_disk()
         if trial.status in (RUNNING, PENDING, PAUSED) and unfinished:
             trial.status = PENDING
         elif trial.status in (RUNNING, PENDING, PAUSED):
@@ -417,6 +425,10 @@ def _reset_trials(
             trial.status, trial.num_failures = PENDING, 0
         elif trial.status == ERROR and errored:
             trial.status, trial.num_failures = PENDING, 0
+
+
+class TrialError(RuntimeError):
+    """A trial's failure read back from the experiment directory (its traceback)."""
 
 
 def _as_trainable(trainable: Any) -> Any:
@@ -430,8 +442,9 @@ def _as_trainable(trainable: Any) -> Any:
     )
 
 
-def _named(run_config: RunConfig) -> RunConfig:
-    name = run_config.name or f"tune_{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
+def _named(run_config: RunConfig, trainable: str) -> RunConfig:
+    """Ray's default name: the trainable's, and the time."""
+    name = run_config.name or f"{trainable}_{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
     raw = run_config.storage_path or flags.DEFAULT_STORAGE_PATH.get()
     fs, path = storage.resolve(raw)
     return dataclasses.replace(run_config, name=name, storage_path=storage.display_uri(fs, path))

@@ -390,3 +390,55 @@ def test_config_errors_carry_a_hint():
         tune.RunConfig(stop=3)
     with pytest.raises(ValueError, match="grid_search cannot"):
         OptunaSearch().set_search_properties("m", "min", {"x": tune.grid_search([1])})
+
+
+def test_function_trials_keep_num_to_keep_checkpoints_by_score(tmp_path):
+    from lockstep.train import CheckpointConfig
+
+    def scored(config):
+        for loss in [5.0, 1.0, 3.0, 4.0]:
+            with tempfile.TemporaryDirectory() as d:
+                tune.report({"loss": loss}, checkpoint=Checkpoint.from_directory(d))
+
+    keep = CheckpointConfig(
+        num_to_keep=1, checkpoint_score_attribute="loss", checkpoint_score_order="min"
+    )
+    result = tune.Tuner(
+        scored,
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, checkpoint_config=keep),
+    ).fit()[0]
+    kept = sorted(p.name for p in (tmp_path / os.listdir(tmp_path)[0]).glob("*/checkpoint_*"))
+    # the best (loss 1.0, the second) and the latest, which a restart resumes from
+    assert kept == ["checkpoint_000001", "checkpoint_000003"]
+    assert os.path.basename(result.checkpoint.path) == "checkpoint_000003"
+
+
+def test_restore_resumes_errored_trials_when_asked(tmp_path):
+    marker = tmp_path / "failed-once"
+
+    def flaky(config):
+        tune.report({"x": config["x"]})
+        if config["x"] == 1 and not marker.exists():
+            marker.touch()
+            raise RuntimeError("first time")
+
+    names = {}
+
+    def name_it(trial):
+        names[trial.trial_id] = f"t{trial.config['x']}"
+        return names[trial.trial_id]
+
+    run_config = tune.RunConfig(name="e", storage_path=str(tmp_path / "runs"), verbose=0)
+    first = tune.Tuner(
+        flaky,
+        param_space={"x": tune.grid_search([0, 1])},
+        tune_config=tune.TuneConfig(trial_dirname_creator=name_it),
+        run_config=run_config,
+    ).fit()
+    assert first.num_errors == 1
+    assert {"t0", "t1"} <= set(os.listdir(tmp_path / "runs" / "e"))
+    path = str(tmp_path / "runs" / "e")
+    kept = tune.Tuner.restore(path, trainable=flaky).get_results()
+    assert kept.num_errors == 1 and "first time" in str(kept.errors[0])
+    again = tune.Tuner.restore(path, trainable=flaky, resume_errored=True).fit()
+    assert again.num_errors == 0 and again.num_terminated == 2
