@@ -312,9 +312,9 @@ class RunConfig:
         for callback in self.callbacks:
             if not isinstance(callback, UserCallback | Callback):
                 raise ValueError(
-                    f"RunConfig(callbacks=...) takes UserCallback or Callback instances, got "
-                    f"{callback!r}. HINT: subclass lockstep.train.UserCallback and override "
-                    "after_report"
+                    f"RunConfig(callbacks=...) takes UserCallback instances (or Tune Callback "
+                    f"ones), got {callback!r}. HINT: subclass lockstep.train.UserCallback and "
+                    "override after_report"
                 )
         if self.verbose not in (0, 1, 2):
             raise ValueError(

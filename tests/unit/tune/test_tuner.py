@@ -442,3 +442,14 @@ def test_restore_resumes_errored_trials_when_asked(tmp_path):
     assert kept.num_errors == 1 and "first time" in str(kept.errors[0])
     again = tune.Tuner.restore(path, trainable=flaky, resume_errored=True).fit()
     assert again.num_errors == 0 and again.num_terminated == 2
+
+
+def test_run_configs_take_tune_callbacks_and_the_older_dict_form():
+    from lockstep.train import RunConfig as TrainRunConfig
+
+    callback = tune.Callback()
+    assert TrainRunConfig(callbacks=[callback]).callbacks == (callback,)
+    older = TrainRunConfig.coerce({"max_actor_restarts": 2, "name": "x"})
+    assert older.failure_config.max_failures == 2 and older.name == "x"
+    with pytest.raises(ValueError, match="HINT"):
+        TrainRunConfig.coerce({"nope": 1})
