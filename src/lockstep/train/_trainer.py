@@ -73,7 +73,7 @@ class DataParallelTrainer:
         train_loop_config: Mapping[str, Any] | None = None,
         backend_config: BackendConfig | None = None,
         scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | Mapping[str, Any] | None = None,
+        run_config: RunConfig | None = None,
         datasets: Mapping[str, Any] | None = None,
         dataset_config: DataConfig | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
@@ -83,7 +83,7 @@ class DataParallelTrainer:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         takes_config = _check_train_function(train_loop_per_worker, train_loop_config)
         self.scaling_config = ScalingConfig.coerce(scaling_config)
-        self.run_config = _named(RunConfig.coerce(run_config) or RunConfig())
+        self.run_config = _named(_check_type(run_config, RunConfig, "run_config") or RunConfig())
         self.backend_config = _check_type(backend_config, BackendConfig, "backend_config")
         self.datasets = dict(datasets or {})
         self.dataset_config = _check_type(dataset_config, DataConfig, "dataset_config")
