@@ -352,21 +352,23 @@ class TrialRunner:
             return
         trial.status = ERROR
         self._journal.ended(trial)
-        for callback in self._s.callbacks:
-            callback.on_trial_error(self._iteration, list(self.trials), trial)
         self._s.scheduler.on_trial_error(self, trial)
         self._s.searcher.on_trial_complete(_key(trial), None, error=True)
         self._s.table.update(trial)
+        for callback in self._s.callbacks:
+            callback.on_trial_error(self._iteration, list(self.trials), trial)
 
     def _finish(self, trial: TuneTrial, status: str) -> None:
         trial.status = status
         trial.error = None
         self._journal.ended(trial)
-        for callback in self._s.callbacks:
-            callback.on_trial_complete(self._iteration, list(self.trials), trial)
+        # The search and the scheduler learn first: a callback that raises must not leave
+        # the study with a trial it was never told about.
         self._s.scheduler.on_trial_complete(self, trial, trial.last_result)
         self._s.searcher.on_trial_complete(_key(trial), trial.last_result)
         self._s.table.update(trial)
+        for callback in self._s.callbacks:
+            callback.on_trial_complete(self._iteration, list(self.trials), trial)
 
     def stop_trial(self, trial: TuneTrial) -> None:
         """Stop ``trial``: at its next report if it runs, at once if it waits."""

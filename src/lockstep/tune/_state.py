@@ -122,8 +122,9 @@ def replay_journal(state: dict[str, Any], exp_dir: storage.StorageDir) -> None:
     for record in read_journal(exp_dir)[state.get("num_events", 0) :]:
         if record["event"] == "created" and record["trial_id"] not in trials:
             trial = cloudpickle.loads(base64.b64decode(record["trial"]))
-            # the search algorithm gives the same config again: let it move past it
-            state["searcher"].suggest(getattr(trial, "search_key", trial.trial_id))
+            state["searcher"].restore_trial(
+                getattr(trial, "search_key", trial.trial_id), dict(trial.config)
+            )
             state["trials"].append(trial)
             state["num_created"] += 1
             trials[trial.trial_id] = trial

@@ -453,3 +453,66 @@ def test_run_configs_take_tune_callbacks_and_the_older_dict_form():
     assert older.failure_config.max_failures == 2 and older.name == "x"
     with pytest.raises(ValueError, match="HINT"):
         TrainRunConfig.coerce({"nope": 1})
+
+
+def test_an_interrupted_optuna_experiment_resumes_and_its_study_holds_every_trial(tmp_path):
+    import optuna
+
+    runs = []
+
+    class Interrupt(tune.Callback):
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            if len(runs) == 3:
+                raise KeyboardInterrupt
+
+    def objective(config):
+        runs.append(config["x"])
+        tune.report({"loss": config["x"] ** 2})
+
+    tuner = tune.Tuner(
+        objective,
+        param_space={"x": tune.uniform(-1, 1)},
+        tune_config=tune.TuneConfig(
+            metric="loss",
+            mode="min",
+            num_samples=8,
+            max_concurrent_trials=1,
+            search_alg=OptunaSearch(seed=0),
+        ),
+        run_config=tune.RunConfig(
+            name="x", storage_path=str(tmp_path), verbose=0, callbacks=[Interrupt()]
+        ),
+    )
+    with pytest.raises(KeyboardInterrupt):
+        tuner.fit()
+    first = list(runs)
+    results = tune.Tuner.restore(str(tmp_path / "x"), trainable=objective).fit()
+    assert len(results) == 8 and results.num_terminated == 8
+    assert len(runs) == 8 and runs[:3] == first  # the 3 finished trials did not run again
+    study = optuna.load_study(study_name="lockstep", storage=f"sqlite:///{tmp_path}/x/optuna.db")
+    assert sorted(t.params["x"] for t in study.trials) == sorted(r.config["x"] for r in results)
+
+
+def test_the_trial_table_renders_every_trial():
+    from rich.console import Console
+
+    from lockstep._core import storage
+    from lockstep.tune._progress import TrialTable
+    from lockstep.tune._trial import TuneTrial
+
+    trial = TuneTrial(
+        trial_id="abc_00000",
+        config={"lr": 0.1},
+        dirname="t",
+        experiment_dir=storage.StorageDir.from_uri("/nonexistent"),
+        experiment_tag="0_lr=0.1",
+        resources={"CPU": 1},
+    )
+    trial.status, trial.last_result = "RUNNING", {"loss": 0.25, "training_iteration": 7}
+    table = TrialTable(name="exp", metric="loss", verbose=1)
+    table._trials = [trial]
+    console = Console(record=True, width=120)
+    console.print(table._table())
+    text = console.export_text()
+    assert "abc_00000" in text and "RUNNING" in text and "0_lr=0.1" in text
+    assert "0.25" in text and "7" in text and "exp: 1 RUNNING" in text

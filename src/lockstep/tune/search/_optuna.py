@@ -71,7 +71,10 @@ class OptunaSearch(Searcher):
         self._distributions: dict[str, Any] = {}
         self._constants: dict[str, Any] = {}
         self._study: Any = None
-        self._live: dict[str, Any] = {}
+        # Asked trials by the Tuner's key: their numbers (kept across a restore, so that a
+        # trial run again is told to the same Optuna trial), and the live objects.
+        self._live: dict[str, int] = {}
+        self._objects: dict[str, Any] = {}
         self._saved: set[int] = set()
         self._exhausted = False
         if self._space is not None:
@@ -120,7 +123,8 @@ class OptunaSearch(Searcher):
                 "space= to OptunaSearch"
             )
         trial = self._study.ask(fixed_distributions=self._distributions)
-        self._live[trial_id] = trial
+        self._live[trial_id] = trial.number
+        self._objects[trial_id] = trial
         config: dict[str, Any] = {}
         for path, value in walk(self._constants):
             set_path(config, path, value)
@@ -128,8 +132,20 @@ class OptunaSearch(Searcher):
             set_path(config, tuple(name.split(SEP)), value)
         return config
 
+    def restore_trial(self, trial_id: str, config: dict[str, Any]) -> None:
+        """Ask again for a trial asked after the saved state, with its params."""
+        params = {
+            SEP.join(path): value
+            for path, value in walk(config)
+            if SEP.join(path) in self._distributions
+        }
+        self._study.enqueue_trial(params)
+        trial = self._study.ask(fixed_distributions=self._distributions)
+        self._live[trial_id] = trial.number
+        self._objects[trial_id] = trial
+
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
-        trial = self._live.get(trial_id)
+        trial = self._objects.get(trial_id)
         value = _score(result, self._metric)
         step = result.get("training_iteration")
         if trial is not None and value is not None and isinstance(step, int):
@@ -141,6 +157,7 @@ class OptunaSearch(Searcher):
         import optuna
 
         trial = self._live.pop(trial_id, None)
+        self._objects.pop(trial_id, None)
         if trial is None:
             return
         value = None if error else _score(result, self._metric)
@@ -196,7 +213,7 @@ class OptunaSearch(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_live"] = {}  # running trials are asked again on restore
+        state["_objects"] = {}
         return state
 
 

@@ -55,6 +55,11 @@ class Searcher:
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         """An intermediate result of a trial."""
 
+    def restore_trial(self, trial_id: str, config: dict[str, Any]) -> None:
+        """A trial suggested after the saved state, found again on restore: by default the
+        search moves past it by suggesting again (a seeded generator repeats itself)."""
+        self.suggest(trial_id)
+
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
@@ -104,6 +109,10 @@ class ConcurrencyLimiter(Searcher):
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         self.searcher.on_trial_result(trial_id, result)
+
+    def restore_trial(self, trial_id: str, config: dict[str, Any]) -> None:
+        self.searcher.restore_trial(trial_id, config)
+        self._live.add(trial_id)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
