@@ -101,9 +101,11 @@ class TrialRunner:
             self._loop()
             completed = True
         finally:
-            self._shutdown()
-            self.save(status="finished" if completed else "interrupted")
-            self._s.table.stop(self.trials)
+            try:
+                self._shutdown()  # a second Ctrl-C here still leaves the state saved
+            finally:
+                self.save(status="finished" if completed else "interrupted")
+                self._s.table.stop(self.trials)
             if completed:
                 for callback in self._s.callbacks:
                     callback.on_experiment_end(trials=list(self.trials))

@@ -516,3 +516,51 @@ def test_the_trial_table_renders_every_trial():
     text = console.export_text()
     assert "abc_00000" in text and "RUNNING" in text and "0_lr=0.1" in text
     assert "0.25" in text and "7" in text and "exp: 1 RUNNING" in text
+
+
+def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
+    from lockstep.tune._resources import machine_resources
+
+    running, most = set(), [0]
+
+    class Concurrency(tune.Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            running.add(trial.trial_id)
+            most[0] = max(most[0], len(running))
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            running.discard(trial.trial_id)
+
+    def objective(config):
+        for _ in range(3):
+            tune.report({"cpus": tune.get_context().get_trial_resources()["CPU"]})
+
+    cpus = machine_resources()["CPU"]
+    results = tune.Tuner(
+        tune.with_resources(objective, {"cpu": cpus}),
+        param_space={"x": tune.grid_search([1, 2, 3])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Concurrency()]),
+    ).fit()
+    assert most[0] == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
+    gpus = machine_resources()["GPU"]
+    with pytest.raises(ValueError, match="HINT"):
+        tune.Tuner(
+            tune.with_resources(objective, {"gpu": gpus + 1}),
+            run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+        ).fit()
+
+
+def test_the_time_budget_stops_running_trials_and_starts_no_more(tmp_path):
+    def endless(config):
+        while True:
+            tune.report({"x": config["x"]})
+
+    results = run(
+        tmp_path,
+        endless,
+        {"x": tune.grid_search([1, 2, 3])},
+        max_concurrent_trials=1,
+        time_budget_s=0.2,
+    )
+    assert len(results) == 1 and results.num_terminated == 1
+    assert results[0].metrics["training_iteration"] >= 1
