@@ -28,7 +28,6 @@ from lockstep.tune._session import TuneContext, get_checkpoint, get_context, rep
 from lockstep.tune._stopper import Stopper
 from lockstep.tune._trainable import with_parameters, with_resources
 from lockstep.tune._tuner import RunConfig, TuneConfig, Tuner
-from lockstep.tune.experiment import Trial
 
 __all__ = [
     "Callback",
@@ -39,7 +38,6 @@ __all__ = [
     "ResultGrid",
     "RunConfig",
     "Stopper",
-    "Trial",
     "TuneConfig",
     "TuneContext",
     "Tuner",
