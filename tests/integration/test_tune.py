@@ -3,6 +3,7 @@ scheduling, stopping trainer trials, and restore after the driver is killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 import lockstep.data as ld
 from lockstep import train, tune
 from lockstep.data.preprocessors import MinMaxScaler, StandardScaler
-from lockstep.train import DataParallelTrainer, ScalingConfig
+from lockstep.train import DataParallelTrainer, FailureConfig, ScalingConfig
 from lockstep.tune.schedulers import ASHAScheduler
 from tests.helpers import worker_processes
 
@@ -48,8 +49,9 @@ def test_trainer_trials_run_with_their_own_scaling_config_and_preprocessor(tmp_p
         "train_loop_config": {"lr": tune.grid_search([0.1, 0.2])},
     }
     # the older form: run_config as a dict, name= and the datasets given to fit()
+    trainer = make_trainer(run_config=train.RunConfig(failure_config=FailureConfig(max_failures=2)))
     results = tune.Tuner(
-        make_trainer(),
+        trainer,
         param_space={
             **space,
             "scaling_config": {"num_actors": tune.grid_search([1, 2]), "cpus_per_actor": 0.5},
@@ -64,7 +66,10 @@ def test_trainer_trials_run_with_their_own_scaling_config_and_preprocessor(tmp_p
         assert result.metrics["lr"] == config["train_loop_config"]["lr"]
         expected = 0.0 if isinstance(config["preprocessor"], MinMaxScaler) else -1.5275
         assert result.metrics["min_x"] == pytest.approx(expected, abs=1e-3)
-        assert os.path.exists(os.path.join(result.path, "result.json"))
+        with open(os.path.join(result.path, "params.json")) as f:
+            params = json.load(f)
+        # the trainer's own failure config, as the Tuner's run config gave none
+        assert params["run_config"]["failure_config"] == {"max_failures": 2}
     assert worker_processes() == []
 
 

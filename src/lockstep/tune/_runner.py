@@ -238,8 +238,14 @@ class TrialRunner:
                     self._s.run_config,
                     name=trial.dirname,
                     storage_path=self._s.experiment_dir.uri,
-                    checkpoint_config=None,
-                    failure_config=None,
+                    checkpoint_config=_given(
+                        self._s.run_config.checkpoint_config,
+                        trainable.base_run_config.checkpoint_config,
+                    ),
+                    failure_config=_given(
+                        self._s.run_config.failure_config,
+                        trainable.base_run_config.failure_config,
+                    ),
                 ),
                 context=context,
                 resume_from=restore,
@@ -422,6 +428,11 @@ class TrialRunner:
             },
         )
         self._throttle.done(time.monotonic() - started)
+
+
+def _given(tuner_value: Any, trainer_value: Any) -> Any:
+    """The Tuner's setting when it was given, else the trainer's own."""
+    return tuner_value if tuner_value != type(tuner_value)() else trainer_value
 
 
 def _key(trial: TuneTrial) -> str:
