@@ -180,8 +180,6 @@ def _clean(metrics: Any) -> dict[str, Any]:
     for key, value in metrics.items():
         if hasattr(value, "item") and callable(value.item):
             value = value.item()  # numpy and torch scalars
-        if isinstance(value, float) and math.isnan(value):
-            value = float("nan")
         clean[str(key)] = value
     return clean
 

@@ -224,7 +224,6 @@ class TrainerTrainable:
     ) -> tuple[str, Any]:
         """One trial: ``fit()`` to its end; ``("done", Result)``, ``("stopped", None)``, ..."""
         kwargs = self.kwargs(config)
-        kwargs["run_config"] = run_config
         if resume_from is not None:
             kwargs["resume_from_checkpoint"] = resume_from
         kwargs["run_config"] = dataclasses.replace(
