@@ -192,3 +192,51 @@ def test_restore_after_killing_the_driver_finishes_only_the_unfinished_trials(tm
     rerun_x = {int(line.split()[0]) for line in rerun}
     assert rerun_x.isdisjoint(finished_before)
     assert 2 in rerun_x and "2 1" in rerun  # the killed trial went on from its checkpoint
+
+
+def pbt_loop(config):
+    import tempfile
+
+    step, score = 0, 0.0
+    if checkpoint := train.get_checkpoint():
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
+            step, score = (float(v) for v in f.read().split())
+    while step < 6:
+        step += 1
+        score += config["lr"]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state"), "w") as f:
+                f.write(f"{int(step)} {score}")
+            train.report(
+                {"score": score, "lr": config["lr"], "step": step},
+                checkpoint=train.Checkpoint.from_directory(d),
+            )
+
+
+def test_pbt_exploits_a_trainer_trial_from_the_donors_checkpoint(tmp_path):
+    from lockstep.tune.schedulers import PopulationBasedTraining
+
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        hyperparam_mutations={"train_loop_config": {"lr": [0.1, 1.0, 10.0]}},
+        seed=0,
+    )
+    trainer = DataParallelTrainer(
+        pbt_loop, train_loop_config={"lr": 0.1}, scaling_config=ScalingConfig(num_workers=1)
+    )
+    results = tune.Tuner(
+        trainer,
+        param_space={"train_loop_config": {"lr": tune.grid_search([10.0, 0.1])}},
+        tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=pbt),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert pbt.num_perturbations >= 1 and results.num_errors == 0
+    bad = results[1]
+    assert bad.config["train_loop_config"]["lr"] in (1.0, 10.0)
+    frame = bad.metrics_dataframe
+    exploited = frame[frame["lr"] != 0.1].iloc[0]
+    assert exploited["score"] > 10.0  # went on from the donor's state
+    assert worker_processes() == []

@@ -25,7 +25,8 @@ class PopulationBasedTraining(TrialScheduler):
         perturbation_interval: Exploit every this much ``time_attr``.
         burn_in_period: No exploit before ``time_attr`` reaches this.
         hyperparam_mutations: Per key: a list of values, a Tune domain or a function;
-            the values explored.
+            the values explored. Nested dicts follow nested configs (a trainer's
+            ``{"train_loop_config": {"lr": [...]}}``).
         quantile_fraction: The fraction of trials that is bottom (and top).
         resample_probability: Chance that a value is resampled rather than perturbed.
         perturbation_factors: A continuous value is multiplied by one of these.
@@ -126,11 +127,19 @@ class PopulationBasedTraining(TrialScheduler):
 
     def explore(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A perturbed copy of ``config``."""
-        new = dict(config)
-        for key, space in self._mutations.items():
-            new[key] = self._explore_value(config.get(key), space)
+        new = self._explore_dict(config, self._mutations)
         if self._custom is not None:
             new = dict(self._custom(new))
+        return new
+
+    def _explore_dict(self, config: Mapping[str, Any], mutations: Mapping[str, Any]) -> dict:
+        # Nested mutations follow nested configs: {"train_loop_config": {"lr": [...]}}.
+        new = dict(config)
+        for key, space in mutations.items():
+            if isinstance(space, Mapping):
+                new[key] = self._explore_dict(config.get(key) or {}, space)
+            else:
+                new[key] = self._explore_value(config.get(key), space)
         return new
 
     def _explore_value(self, value: Any, space: Any) -> Any:
