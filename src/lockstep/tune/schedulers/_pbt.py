@@ -132,7 +132,9 @@ class PopulationBasedTraining(TrialScheduler):
             new = dict(self._custom(new))
         return new
 
-    def _explore_dict(self, config: Mapping[str, Any], mutations: Mapping[str, Any]) -> dict:
+    def _explore_dict(
+        self, config: Mapping[str, Any], mutations: Mapping[str, Any]
+    ) -> dict[str, Any]:
         # Nested mutations follow nested configs: {"train_loop_config": {"lr": [...]}}.
         new = dict(config)
         for key, space in mutations.items():
