@@ -68,6 +68,12 @@ def with_resources(
         >>> wrapped.__name__
         'objective'
     """
+    if isinstance(trainable, DataParallelTrainer):
+        raise ValueError(
+            "a trainer's trials take the resources of its scaling_config. HINT: set "
+            "ScalingConfig(num_workers=..., resources_per_worker=...) on the trainer, or "
+            "search it: param_space={'scaling_config': ...}"
+        )
 
     @functools.wraps(trainable)
     def inner(config: dict[str, Any]) -> Any:
