@@ -408,6 +408,11 @@ class TrialRunner:
                     event.trial.status = ERROR
                     event.trial.error = event.error
                     event.trial.error_text = event.traceback
+                    self._journal.ended(event.trial)
+                elif event.outcome == "done":  # it finished on its own meanwhile
+                    event.trial.status = TERMINATED
+                    self._journal.ended(event.trial)
+                # a trial stopped here stays unfinished: restore runs it on
 
     def save(self, *, status: str) -> None:
         started = time.monotonic()
