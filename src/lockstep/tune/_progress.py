@@ -54,7 +54,7 @@ class TrialTable:
         if trial.status != "RUNNING" or (self._verbose >= 2 and trial.last_result):
             print(self._line(trial), file=sys.stderr, flush=True)
 
-    def stop(self, trials: list[TuneTrial]) -> None:
+    def stop(self, trials: list[TuneTrial], outcome: str = "done") -> None:
         if self._verbose == 0:
             return
         if self._live is not None:
@@ -62,7 +62,7 @@ class TrialTable:
             self._live.stop()
             self._live = None
         else:
-            print(self._summary(trials), file=sys.stderr, flush=True)
+            print(self._summary(trials, outcome), file=sys.stderr, flush=True)
 
     def _line(self, trial: TuneTrial) -> str:
         metric = self._metric_text(trial)
@@ -79,10 +79,10 @@ class TrialTable:
             return f"{self._metric}={shown}"
         return ""
 
-    def _summary(self, trials: list[TuneTrial]) -> str:
+    def _summary(self, trials: list[TuneTrial], outcome: str) -> str:
         counts = {s: sum(t.status == s for t in trials) for s in _COUNTED}
         shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        return f"Tune experiment {self._name!r} done: {len(trials)} trials ({shown})"
+        return f"Tune experiment {self._name!r} {outcome}: {len(trials)} trials ({shown})"
 
     def _table(self) -> Any:
         from rich.table import Table

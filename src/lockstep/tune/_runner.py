@@ -105,7 +105,7 @@ class TrialRunner:
                 self._shutdown()  # a second Ctrl-C here still leaves the state saved
             finally:
                 self.save(status="finished" if completed else "interrupted")
-                self._s.table.stop(self.trials)
+                self._s.table.stop(self.trials, "done" if completed else "interrupted")
             if completed:
                 for callback in self._s.callbacks:
                     callback.on_experiment_end(trials=list(self.trials))
