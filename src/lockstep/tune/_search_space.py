@@ -18,6 +18,15 @@ class Domain:
         """Draw one value."""
         raise NotImplementedError
 
+    def random_distribution(self) -> Any:
+        """The Optuna distribution the default search samples (at random) for this domain;
+        None when Optuna has none (a normal distribution, a function)."""
+        return None
+
+    def from_random(self, value: Any) -> Any:
+        """The domain's value for a value drawn from :meth:`random_distribution`."""
+        return value
+
     def to_optuna(self) -> Any:
         """The equivalent Optuna distribution."""
         raise ValueError(
@@ -44,6 +53,14 @@ class Float(Domain):
         else:
             value = float(rng.uniform(self.lower, self.upper))
         return _quantize(value, self.q)
+
+    def random_distribution(self) -> Any:
+        import optuna
+
+        return optuna.distributions.FloatDistribution(self.lower, self.upper, log=self.log)
+
+    def from_random(self, value: Any) -> float:
+        return _quantize(float(value), self.q)
 
     def to_optuna(self) -> Any:
         import optuna
@@ -93,11 +110,20 @@ class Integer(Domain):
             value = min(self.high, int(value))
         else:
             value = int(rng.integers(self.lower, self.high + 1))
+        return self.from_random(value)
+
+    def random_distribution(self) -> Any:
+        import optuna
+
+        return optuna.distributions.IntDistribution(self.lower, self.high, log=self.log)
+
+    def from_random(self, value: Any) -> int:
+        number = int(value)
         if self.q is not None:
             lowest = -(-self.lower // self.q) * self.q  # the multiples of q in range
             highest = self.high // self.q * self.q
-            value = min(highest, max(lowest, int(round(value / self.q) * self.q)))
-        return value
+            number = min(highest, max(lowest, int(round(number / self.q) * self.q)))
+        return number
 
     def to_optuna(self) -> Any:
         import optuna
@@ -120,6 +146,15 @@ class Categorical(Domain):
 
     def sample(self, rng: Any, spec: dict[str, Any] | None = None) -> Any:
         return self.categories[int(rng.integers(len(self.categories)))]
+
+    def random_distribution(self) -> Any:
+        import optuna
+
+        # By index: Optuna's categories must be plain values, a config's may be anything.
+        return optuna.distributions.CategoricalDistribution(list(range(len(self.categories))))
+
+    def from_random(self, value: Any) -> Any:
+        return self.categories[int(value)]
 
     def to_optuna(self) -> Any:
         import optuna

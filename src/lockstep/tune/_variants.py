@@ -60,16 +60,25 @@ def grid_variant(space: Mapping[str, Any], index: int) -> dict[tuple[str, ...], 
     return {path: value for (path, _), value in zip(grids, chosen, strict=True)}
 
 
-def resolve(space: Mapping[str, Any], grid: dict[Path, Any], rng: Any) -> dict[str, Any]:
-    """A concrete config: grid values as given, domains sampled, constants copied.
+def resolve(
+    space: Mapping[str, Any],
+    grid: dict[Path, Any],
+    rng: Any,
+    drawn: dict[Path, Any] | None = None,
+) -> dict[str, Any]:
+    """A concrete config: grid values as given, ``drawn`` values as given, other domains
+    sampled with ``rng``, constants copied.
 
     ``sample_from`` functions run last, so they see every other resolved value.
     """
     config: dict[str, Any] = {}
     deferred: list[tuple[Path, Function]] = []
+    drawn = drawn or {}
     for path, value in walk(space):
         if path in grid:
             set_path(config, path, grid[path])
+        elif path in drawn:
+            set_path(config, path, drawn[path])
         elif isinstance(value, Function):
             deferred.append((path, value))
         elif isinstance(value, Domain):

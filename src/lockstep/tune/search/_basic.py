@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lockstep.tune._search_space import Domain
 from lockstep.tune._variants import (
     Path,
     grid_variant,
@@ -18,6 +19,10 @@ from lockstep.tune.search._searcher import Searcher
 
 class BasicVariantGenerator(Searcher):
     """Expands every ``grid_search`` and samples every other domain at random.
+
+    The random values come from Optuna's ``RandomSampler`` (seeded by ``random_state``)
+    through ask/tell; only what Optuna has no distribution for (``randn``, ``sample_from``)
+    is drawn here.
 
     ``num_samples`` times over, each sample gives one trial per grid combination: 3 grid
     values and ``num_samples=2`` make 6 trials. ``points_to_evaluate`` are partial configs
@@ -59,6 +64,8 @@ class BasicVariantGenerator(Searcher):
         self._index = 0
         self._live: set[str] = set()
         self._sample_cache: tuple[int, dict[str, Any]] | None = None
+        self._seed = random_state
+        self._study: Any = None
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
@@ -91,15 +98,44 @@ class BasicVariantGenerator(Searcher):
         grid = grid_variant(self._space, combo)
         if self._constant:
             if self._sample_cache is None or self._sample_cache[0] != sample:
-                self._sample_cache = (sample, resolve(self._space, grid, self._rng))
-            config = resolve(self._space, grid, self._rng)
+                drawn = self._draw(grid)
+                self._sample_cache = (sample, resolve(self._space, grid, self._rng, drawn))
+            config = resolve(self._space, grid, self._rng, self._draw(grid))
             config.update({k: v for k, v in self._sample_cache[1].items() if not _in_grid(k, grid)})
         else:
-            config = resolve(self._space, grid, self._rng)
+            config = resolve(self._space, grid, self._rng, self._draw(grid))
         if sample < len(self._points):
             for path, value in walk(self._points[sample]):
                 set_path(config, path, value)
         return config
+
+    def _draw(self, grid: dict[Path, Any]) -> dict[Path, Any]:
+        """One random value for every domain Optuna can sample, by one ask/tell."""
+        domains = [
+            (path, value)
+            for path, value in walk(self._space)
+            if path not in grid and isinstance(value, Domain)
+        ]
+        distributions = {
+            f"p{i}": d.random_distribution()
+            for i, (_, d) in enumerate(domains)
+            if d.random_distribution() is not None
+        }
+        if not distributions:
+            return {}
+        import optuna
+
+        if self._study is None:
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            sampler = optuna.samplers.RandomSampler(seed=self._seed)
+            self._study = optuna.create_study(sampler=sampler)
+        trial = self._study.ask(fixed_distributions=distributions)
+        self._study.tell(trial, 0.0)  # random sampling learns nothing from scores
+        return {
+            path: domain.from_random(trial.params[f"p{i}"])
+            for i, (path, domain) in enumerate(domains)
+            if f"p{i}" in distributions
+        }
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
