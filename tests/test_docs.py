@@ -70,6 +70,8 @@ EXAMPLES = {
     "torch_linear_regression_data.py": ["--epochs", "3"],
     "legacy_dataset_pipeline.py": ["--epochs", "2"],
     "xgboost_breast_cancer.py": [],
+    "tune_objective_search_space.py": [],
+    "tune_xgboost_breast_cancer.py": [],
 }
 
 

@@ -25,6 +25,12 @@ PUBLIC_MODULES = [
     "lockstep.train.sklearn",
     "lockstep.train.torch",
     "lockstep.train.xgboost",
+    "lockstep.tune",
+    "lockstep.tune.experiment",
+    "lockstep.tune.schedulers",
+    "lockstep.tune.search",
+    "lockstep.tune.search.optuna",
+    "lockstep.tune.stopper",
 ]
 SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
 

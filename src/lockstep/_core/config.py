@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from lockstep._core.callback import UserCallback
+from lockstep._core.callback import Callback, UserCallback
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 EXECUTORS = ("process", "ray")
@@ -326,10 +326,11 @@ class RunConfig:
         self._check_type("failure_config", FailureConfig)
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
         for callback in self.callbacks:
-            if not isinstance(callback, UserCallback):
+            if not isinstance(callback, UserCallback | Callback):
                 raise ValueError(
-                    f"RunConfig(callbacks=...) takes UserCallback instances, got {callback!r}. "
-                    "HINT: subclass lockstep.train.UserCallback and override after_report"
+                    f"RunConfig(callbacks=...) takes UserCallback instances (or Tune Callback "
+                    f"ones), got {callback!r}. HINT: subclass lockstep.train.UserCallback and "
+                    "override after_report"
                 )
         if isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3):
             raise ValueError(
@@ -367,6 +368,35 @@ class RunConfig:
                 f"URI prefix, got {self.storage_path!r}. HINT: "
                 "RunConfig(storage_path='bucket/runs', storage_filesystem=fs)"
             )
+
+    @classmethod
+    def coerce(cls, value: RunConfig | Mapping[str, Any] | None) -> RunConfig | None:
+        """Accept a RunConfig, None, or a dict: its fields, or the older keys
+        ``max_actor_restarts`` / ``max_failures`` (``FailureConfig(max_failures=...)``).
+
+        Example:
+            >>> RunConfig.coerce({"max_actor_restarts": 1}).failure_config.max_failures
+            1
+        """
+        if value is None or isinstance(value, RunConfig):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValueError(
+                f"run_config must be a RunConfig, got {type(value).__name__}. "
+                "HINT: run_config=RunConfig(...)"
+            )
+        fields_ = dict(value)
+        restarts = [fields_.pop(k) for k in ("max_actor_restarts", "max_failures") if k in fields_]
+        if restarts:
+            fields_["failure_config"] = FailureConfig(max_failures=int(restarts[0]))
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(fields_) - known)
+        if unknown:
+            raise ValueError(
+                f"run_config has unknown keys {unknown}. HINT: use RunConfig fields: "
+                f"{', '.join(sorted(known))}"
+            )
+        return cls(**fields_)
 
     def _check_type(self, name: str, kind: type) -> None:
         value = getattr(self, name)

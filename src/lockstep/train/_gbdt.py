@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import CheckpointConfig, ScalingConfig
+from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep._core.errors import UsageError
 from lockstep.train._session import get_context, get_dataset_shard, report
 from lockstep.train._trainer import DataParallelTrainer, _pickle_function
@@ -263,7 +263,8 @@ class GBDTTrainer(DataParallelTrainer):
             train_loop_config=train_loop_config,
             backend_config=backend_config,
             scaling_config=scaling,
-            run_config=run_config,
+            # the older GBDT trainers' form: run_config={"max_actor_restarts": 1}
+            run_config=RunConfig.coerce(run_config),
             datasets=datasets,
             dataset_config=dataset_config,
             resume_from_checkpoint=resume_from_checkpoint,

@@ -43,10 +43,13 @@ class ForkServer:
     def __init__(self, *, native_threads_at_fork: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         driver = os.getpid()
+        # The kernel's parent-death signal follows the thread that forked, not the
+        # process: a server forked from a thread that ends (a Tune trial's) would be killed.
+        from_main_thread = threading.current_thread() is threading.main_thread()
         pid = os.fork()
         if pid == 0:  # the fork server; never returns
             ours.close()
-            _serve(theirs, driver)
+            _serve(theirs, driver, from_main_thread)
         theirs.close()
         self.pid = pid
         # Workers may use several threads only if no OpenMP pool existed when we forked:
@@ -104,10 +107,14 @@ class ForkServer:
             self._exits[pid] = code
 
 
-def _serve(sock: socket.socket, driver: int) -> None:
-    """The fork server's loop: fork a worker per request, report each one's exit."""
+def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
+    """The fork server's loop: fork a worker per request, report each one's exit.
+
+    Without ``death_signal`` the server still ends with the driver: the driver's end of
+    the socket closes when it dies, and the loop ends at end of file.
+    """
     os.setsid()  # Ctrl-C at the terminal goes to the driver only
-    _die_with(driver)
+    _die_with(driver, death_signal)
     # The driver's exit handlers and finalizers are not ours to run: a copy of its
     # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
     # freeze every inherited object so that the collector never finalizes one here.
@@ -203,8 +210,8 @@ def _reseed(num_threads: int) -> None:
         torch.set_num_threads(num_threads)
 
 
-def _die_with(pid: int) -> None:
-    if sys.platform.startswith("linux"):
+def _die_with(pid: int, death_signal: bool = True) -> None:
+    if death_signal and sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -85,3 +85,18 @@ def test_native_threads_are_detected():
     torch.set_num_threads(2)
     torch.randn(256, 256) @ torch.randn(256, 256)  # starts the OpenMP pool
     assert forkserver.native_threads()
+
+
+def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path):
+    import threading
+
+    if forkserver._server is not None:  # start a fresh one, from a thread
+        forkserver._server.close()
+        forkserver._server = None
+    thread = threading.Thread(target=fit, args=(lambda: None, tmp_path))
+    thread.start()
+    thread.join()
+    started = forkserver.server_pid()
+    # the kernel's parent-death signal would have killed it when the thread ended
+    fit(lambda: train.report({"x": 1}), tmp_path)
+    assert started is not None and forkserver.server_pid() == started

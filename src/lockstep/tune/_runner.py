@@ -1,0 +1,474 @@
+"""The trial runner: admits trials into the resource pool, carries out the decisions of
+stoppers and schedulers, tells the search algorithm and the callbacks, saves the state.
+
+Trials run in threads; every report goes through :meth:`TrialRunner._on_report` in the
+runner's thread, which answers with the decision the trial's thread then carries out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from lockstep._core import storage
+from lockstep._core.callback import Callback, Trial
+from lockstep._core.checkpoint import Checkpoint
+from lockstep.tune._progress import TrialTable
+from lockstep.tune._resources import ResourcePool
+from lockstep.tune._session import FunctionSession, TuneContext
+from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
+from lockstep.tune._stopper import Stopper
+from lockstep.tune._trainable import TrainerTrainable, run_function, trial_run_config
+from lockstep.tune._trial import (
+    ERROR,
+    PAUSED,
+    PENDING,
+    RUNNING,
+    TERMINATED,
+    TuneTrial,
+    latest_checkpoint_name,
+)
+from lockstep.tune.schedulers._base import Exploit, TrialScheduler
+from lockstep.tune.search._searcher import Searcher
+
+
+@dataclasses.dataclass
+class _Report:
+    trial: TuneTrial
+    result: dict[str, Any]
+    checkpoint: Checkpoint | None
+    reply: queue.SimpleQueue[Any]
+
+
+@dataclasses.dataclass
+class _Ended:
+    trial: TuneTrial
+    outcome: str  # "done" | "stopped" | "paused" | "error"
+    error: BaseException | None = None
+    traceback: str | None = None
+    result: Any = None
+
+
+@dataclasses.dataclass
+class RunnerSetup:
+    """Everything the runner is given by the Tuner."""
+
+    trainable: Any
+    experiment_dir: storage.StorageDir
+    searcher: Searcher
+    scheduler: TrialScheduler
+    stopper: Stopper | None
+    callbacks: Sequence[Callback]
+    pool: ResourcePool
+    max_concurrent: int
+    num_samples: int
+    time_budget_s: float | None
+    max_failures: int
+    run_config: Any
+    new_trial: Callable[[dict[str, Any]], TuneTrial]
+    table: TrialTable
+
+
+class TrialRunner:
+    """Runs the experiment's trials until the search is finished and every trial ended."""
+
+    def __init__(self, setup: RunnerSetup, trials: list[TuneTrial], num_created: int) -> None:
+        self._s = setup
+        self.trials = trials
+        self._num_created = num_created
+        self._events: queue.SimpleQueue[_Report | _Ended] = queue.SimpleQueue()
+        self._threads: dict[str, threading.Thread] = {}
+        self._iteration = 0
+        self._started = time.monotonic()
+        self._throttle = SaveThrottle()
+        self._stop_all = False
+        self._journal = Journal(setup.experiment_dir)
+        self.search_finished = False
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for callback in self._s.callbacks:
+            callback.setup(stop=self._s.stopper, num_samples=self._s.num_samples)
+        self._s.table.start(self.trials)
+        completed = False
+        try:
+            self._loop()
+            completed = True
+        finally:
+            try:
+                self._shutdown()  # a second Ctrl-C here still leaves the state saved
+            finally:
+                self.save(status="finished" if completed else "interrupted")
+                self._s.table.stop(self.trials, "done" if completed else "interrupted")
+            if completed:
+                for callback in self._s.callbacks:
+                    callback.on_experiment_end(trials=list(self.trials))
+
+    def _loop(self) -> None:
+        while True:
+            self._check_budget()
+            self._start_trials()
+            if not self._threads and self._nothing_left():
+                return
+            self._handle(self._events.get())
+            while True:  # whatever else arrived meanwhile, before starting new trials
+                try:
+                    self._handle(self._events.get_nowait())
+                except queue.Empty:
+                    break
+            if self._throttle.due():
+                self.save(status="running")
+
+    def _nothing_left(self) -> bool:
+        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
+        if self._stop_all:
+            return True
+        if waiting:
+            # paused trials nobody will resume (their scheduler is done with them) end here
+            runnable = self._s.scheduler.choose_trial_to_run(self, waiting)
+            if runnable is None and not self._searching():
+                for trial in waiting:
+                    self._finish(trial, TERMINATED)
+                return True
+            return False
+        return not self._searching()
+
+    def _searching(self) -> bool:
+        if self.search_finished:
+            return False
+        limit = self._s.num_samples
+        capped = limit > 0 and self._num_created >= limit
+        if (capped and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
+            self.search_finished = True
+        return not self.search_finished
+
+    def _check_budget(self) -> None:
+        budget = self._s.time_budget_s
+        over = budget is not None and time.monotonic() - self._started > budget
+        if over or (self._s.stopper is not None and self._s.stopper.stop_all()):
+            self._stop_all = True
+            self.search_finished = True
+            for trial in self.trials:
+                trial.stop_requested = True
+
+    # -- starting trials --------------------------------------------------------------------
+
+    def _start_trials(self) -> None:
+        while not self._stop_all and len(self._threads) < self._s.max_concurrent:
+            trial = self._next_trial()
+            if trial is None or not self._s.pool.fits(trial.resources):
+                return
+            self._launch(trial)
+
+    def _next_trial(self) -> TuneTrial | None:
+        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
+        chosen = self._s.scheduler.choose_trial_to_run(self, waiting) if waiting else None
+        if chosen is not None:
+            return chosen  # type: ignore[no-any-return]
+        if not self._searching():
+            return None
+        trial_id = f"{self._s.experiment_dir.uri}:{self._num_created}"
+        config = self._s.searcher.suggest(trial_id)
+        if config == Searcher.FINISHED:
+            self.search_finished = True
+            return None
+        if not isinstance(config, dict):
+            return None
+        trial = self._s.new_trial(config)
+        trial.search_key = trial_id  # type: ignore[attr-defined]
+        self._num_created += 1
+        self.trials.append(trial)
+        self._journal.created(trial)
+        self._s.scheduler.on_trial_add(self, trial)
+        return trial
+
+    def _launch(self, trial: TuneTrial) -> None:
+        self._s.pool.acquire(trial.resources)
+        trial.status = RUNNING
+        trial.stop_requested = False
+        trial.run_dir.makedirs()
+        restore = trial.restore_checkpoint or trial.checkpoint
+        trial.restore_checkpoint = None
+        thread = threading.Thread(
+            target=self._run_trial,
+            args=(trial, restore),
+            name=f"lockstep-trial-{trial.trial_id}",
+            daemon=True,
+        )
+        self._threads[trial.trial_id] = thread
+        for callback in self._s.callbacks:
+            callback.on_trial_start(self._iteration, list(self.trials), trial)
+        self._s.table.update(trial)
+        thread.start()
+
+    # -- in the trial's thread ------------------------------------------------------------
+
+    def _run_trial(self, trial: TuneTrial, restore: Checkpoint | None) -> None:
+        try:
+            outcome, value = self._execute(trial, restore)
+            self._events.put(_Ended(trial, outcome, result=value))
+        except BaseException as exc:
+            self._events.put(_Ended(trial, "error", exc, traceback.format_exc()))
+
+    def _execute(self, trial: TuneTrial, restore: Checkpoint | None) -> tuple[str, Any]:
+        context = TuneContext(
+            world_rank=0,
+            world_size=1,
+            local_rank=0,
+            local_world_size=1,
+            node_rank=0,
+            experiment_name=self._s.run_config.name or "",
+            run_path=trial.path,
+            trial_id=trial.trial_id,
+            trial_name=str(trial),
+            trial_resources=dict(trial.resources),
+        )
+        on_report = self._reporter(trial)
+        trainable = self._s.trainable
+        if isinstance(trainable, TrainerTrainable):
+            return trainable.run(
+                dict(trial.config),
+                run_config=trial_run_config(
+                    self._s.run_config,
+                    name=trial.dirname,
+                    storage_path=self._s.experiment_dir.uri,
+                    checkpoint_config=_given(
+                        self._s.run_config.checkpoint_config,
+                        trainable.base_run_config.checkpoint_config,
+                    ),
+                    failure_config=_given(
+                        self._s.run_config.failure_config,
+                        trainable.base_run_config.failure_config,
+                    ),
+                ),
+                context=context,
+                resume_from=restore,
+                on_report=on_report,
+                start_iteration=trial.iteration,
+            )
+        session = FunctionSession(
+            run_dir=trial.run_dir,
+            context=context,
+            start_iteration=trial.iteration,
+            checkpoint=restore,
+            time_offset=float(trial.last_result.get("time_total_s", 0.0)),
+            on_report=on_report,
+            checkpoint_config=self._s.run_config.checkpoint_config,
+        )
+        return run_function(trainable, dict(trial.config), session), None
+
+    def _reporter(self, trial: TuneTrial) -> Callable[[dict[str, Any], Checkpoint | None], Any]:
+        def on_report(result: dict[str, Any], checkpoint: Checkpoint | None) -> Any:
+            reply: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            self._events.put(_Report(trial, result, checkpoint, reply))
+            return reply.get()
+
+        return on_report
+
+    # -- in the runner's thread -------------------------------------------------------------
+
+    def _handle(self, event: _Report | _Ended) -> None:
+        self._iteration += 1
+        if isinstance(event, _Report):
+            try:
+                decision = self._on_report(event)
+            except BaseException:
+                event.reply.put(TrialScheduler.STOP)
+                raise
+            event.reply.put(decision)
+        else:
+            self._on_ended(event)
+
+    def _on_report(self, event: _Report) -> Any:
+        trial, result = event.trial, event.result
+        trial.last_result = result
+        trial.results.append(result)
+        trials: list[Trial] = list(self.trials)
+        if event.checkpoint is not None:
+            trial.checkpoint = event.checkpoint
+            for callback in self._s.callbacks:
+                callback.on_checkpoint(self._iteration, trials, trial, event.checkpoint)
+        for callback in self._s.callbacks:
+            callback.on_trial_result(self._iteration, trials, trial, result)
+        self._s.searcher.on_trial_result(_key(trial), result)
+        self._s.table.update(trial)
+        if trial.stop_requested or self._should_stop(trial, result):
+            return TrialScheduler.STOP
+        decision = self._s.scheduler.on_trial_result(self, trial, result)
+        if isinstance(decision, Exploit):
+            trial.pending_exploit = decision
+        return decision
+
+    def _should_stop(self, trial: TuneTrial, result: dict[str, Any]) -> bool:
+        stopper = self._s.stopper
+        if stopper is None:
+            return False
+        if stopper(trial.trial_id, result):
+            return True
+        if stopper.stop_all():
+            self._check_budget()
+            return True
+        return False
+
+    def _on_ended(self, event: _Ended) -> None:
+        trial = event.trial
+        thread = self._threads.pop(trial.trial_id, None)
+        if thread is not None:
+            thread.join()
+        self._s.pool.release(trial.resources)
+        if event.outcome == "paused":
+            self._paused(trial)
+        elif event.outcome == "error":
+            self._errored(trial, event)
+        else:
+            self._finish(trial, TERMINATED)
+
+    def _paused(self, trial: TuneTrial) -> None:
+        exploit, trial.pending_exploit = trial.pending_exploit, None
+        if trial.stop_requested:  # stopped while it was pausing
+            self._finish(trial, TERMINATED)
+            return
+        if exploit is None:
+            trial.status = PAUSED
+            self._s.table.update(trial)
+            return
+        donor_checkpoint = exploit.donor.checkpoint
+        trial.config = dict(exploit.config)
+        trial.restore_checkpoint = _copy_checkpoint(donor_checkpoint, trial)
+        if isinstance(self._s.trainable, TrainerTrainable):
+            # The trainer resumes from its own latest checkpoint when its run has one:
+            # forget the run's checkpoints so that it starts from the donor's.
+            trial.run_dir.remove(storage.STATE_FILE)
+        trial.status = PENDING
+        self._s.table.update(trial)
+
+    def _errored(self, trial: TuneTrial, event: _Ended) -> None:
+        trial.num_failures += 1
+        trial.error = event.error
+        trial.error_text = event.traceback
+        if event.traceback:
+            trial.run_dir.write_atomic(storage.ERROR_FILE, event.traceback.encode("utf-8"))
+        limit = self._s.max_failures
+        if limit < 0 or trial.num_failures <= limit:
+            trial.status = PENDING  # again, from its latest checkpoint
+            return
+        trial.status = ERROR
+        self._journal.ended(trial)
+        self._s.scheduler.on_trial_error(self, trial)
+        self._s.searcher.on_trial_complete(_key(trial), None, error=True)
+        self._s.table.update(trial)
+        for callback in self._s.callbacks:
+            callback.on_trial_error(self._iteration, list(self.trials), trial)
+
+    def _finish(self, trial: TuneTrial, status: str) -> None:
+        trial.status = status
+        trial.error = None
+        self._journal.ended(trial)
+        # The search and the scheduler learn first: a callback that raises must not leave
+        # the study with a trial it was never told about.
+        self._s.scheduler.on_trial_complete(self, trial, trial.last_result)
+        self._s.searcher.on_trial_complete(_key(trial), trial.last_result)
+        self._s.table.update(trial)
+        for callback in self._s.callbacks:
+            callback.on_trial_complete(self._iteration, list(self.trials), trial)
+
+    def stop_trial(self, trial: TuneTrial) -> None:
+        """Stop ``trial``: at its next report if it runs, at once if it waits."""
+        if trial.status == RUNNING:
+            trial.stop_requested = True
+        elif trial.status in (PENDING, PAUSED):
+            self._finish(trial, TERMINATED)
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Stop every running trial at its next report and wait for its thread."""
+        for trial in self.trials:
+            trial.stop_requested = True
+        while self._threads:
+            event = self._events.get()
+            if isinstance(event, _Report):
+                event.reply.put(TrialScheduler.STOP)
+                event.trial.last_result = event.result
+                event.trial.results.append(event.result)
+                if event.checkpoint is not None:
+                    event.trial.checkpoint = event.checkpoint
+            else:
+                thread = self._threads.pop(event.trial.trial_id, None)
+                if thread is not None:
+                    thread.join()
+                self._s.pool.release(event.trial.resources)
+                if event.outcome == "error":
+                    event.trial.status = ERROR
+                    event.trial.error = event.error
+                    event.trial.error_text = event.traceback
+                    self._journal.ended(event.trial)
+                elif event.outcome == "done":  # it finished on its own meanwhile
+                    event.trial.status = TERMINATED
+                    self._journal.ended(event.trial)
+                # a trial stopped here stays unfinished: restore runs it on
+
+    def save(self, *, status: str) -> None:
+        started = time.monotonic()
+        searcher = self._s.searcher
+        inner = getattr(searcher, "searcher", searcher)
+        if hasattr(inner, "save_to_sqlite") and status != "running":
+            inner.save_to_sqlite(self._s.experiment_dir.join(STUDY_FILE))
+        write_state(
+            self._s.experiment_dir,
+            {
+                "status": status,
+                "trials": self.trials,
+                "num_created": self._num_created,
+                "searcher": self._s.searcher,
+                "scheduler": self._s.scheduler,
+                "search_finished": self.search_finished,
+                "num_events": self._journal.num_lines,
+            },
+        )
+        self._throttle.done(time.monotonic() - started)
+
+
+def _given(tuner_value: Any, trainer_value: Any) -> Any:
+    """The Tuner's setting when it was given, else the trainer's own."""
+    return tuner_value if tuner_value != type(tuner_value)() else trainer_value
+
+
+def _key(trial: TuneTrial) -> str:
+    return str(getattr(trial, "search_key", trial.trial_id))
+
+
+def _self_limiting(searcher: Searcher) -> bool:
+    """Whether the searcher knows its own number of trials (the variant generator)."""
+    inner = searcher
+    while hasattr(inner, "searcher"):
+        inner = inner.searcher
+    return hasattr(inner, "total_trials")
+
+
+def _copy_checkpoint(checkpoint: Checkpoint | None, trial: TuneTrial) -> Checkpoint | None:
+    """A copy of a donor's checkpoint in ``trial``'s directory: the donor may delete its own."""
+    if checkpoint is None:
+        return None
+    name = f"exploit_{latest_checkpoint_name(trial.run_dir) or 'start'}_{time.time_ns()}"
+    with checkpoint.as_directory() as local_dir:
+        trial.run_dir.upload_dir(local_dir, name)
+    return Checkpoint(trial.run_dir.join(name), trial.run_dir.fs)
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a/b": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}/"))
+        else:
+            flat[name] = value
+    return flat

@@ -1,0 +1,132 @@
+"""The experiment directory: the Tuner's arguments, and the experiment state.
+
+``experiment_state.pkl`` holds the trials, the search algorithm and the scheduler; it is
+rewritten atomically (write, fsync, rename), so a driver killed at any moment leaves the
+previous or the new state, never a torn one. ``experiment_state.json`` is the same for
+people to read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lockstep._core import pickling, storage
+
+TUNER_FILE = "tuner.pkl"
+STATE_FILE = "experiment_state.pkl"
+STATE_JSON = "experiment_state.json"
+STUDY_FILE = "optuna.db"
+STATE_VERSION = 1
+
+
+def write_state(exp_dir: storage.StorageDir, state: dict[str, Any]) -> None:
+    data = pickling.dumps({**state, "version": STATE_VERSION}, "the experiment state")
+    exp_dir.write_atomic(STATE_FILE, data)
+    summary = {
+        "status": state["status"],
+        "time": time.time(),
+        "trials": [
+            {
+                "trial_id": t.trial_id,
+                "status": t.status,
+                "dirname": t.dirname,
+                "last_result": t.last_result,
+                "error": t.error_text,
+            }
+            for t in state["trials"]
+        ],
+    }
+    exp_dir.write_atomic(STATE_JSON, json.dumps(summary, default=str, indent=1).encode())
+
+
+def read_state(exp_dir: storage.StorageDir) -> dict[str, Any]:
+    import cloudpickle
+
+    state: dict[str, Any] = cloudpickle.loads(exp_dir.read_bytes(STATE_FILE))
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"experiment state version {state.get('version')!r} is not supported")
+    return state
+
+
+def has_state(exp_dir: storage.StorageDir) -> bool:
+    return exp_dir.exists(STATE_FILE)
+
+
+class SaveThrottle:
+    """Saves at most every ``interval`` seconds, the interval growing with the save's cost,
+    so that saving never takes more than a small part of the experiment's time."""
+
+    def __init__(self, minimum: float = 0.5) -> None:
+        self._minimum = minimum
+        self._interval = minimum
+        self._last = 0.0
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self._interval
+
+    def done(self, took: float) -> None:
+        self._last = time.monotonic()
+        self._interval = max(self._minimum, 20 * took)
+
+
+JOURNAL_FILE = "trial_events.jsonl"
+
+
+class Journal:
+    """Trial creations and ends since the last snapshot, one appended line each.
+
+    A line costs microseconds where a snapshot costs an fsync, so every event is recorded
+    at once and the snapshot is taken now and then; restore replays the lines written
+    after it. A line cut short by a kill is skipped.
+    """
+
+    def __init__(self, exp_dir: storage.StorageDir) -> None:
+        self._exp_dir = exp_dir
+        self.num_lines = len(read_journal(exp_dir))
+
+    def created(self, trial: Any) -> None:
+        import base64
+
+        blob = base64.b64encode(pickling.dumps(trial, "the trial")).decode("ascii")
+        self._append({"event": "created", "trial_id": trial.trial_id, "trial": blob})
+
+    def ended(self, trial: Any) -> None:
+        self._append({"event": "ended", "trial_id": trial.trial_id, "status": trial.status})
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self._exp_dir.append_text(JOURNAL_FILE, json.dumps(record) + "\n")
+        self.num_lines += 1
+
+
+def read_journal(exp_dir: storage.StorageDir) -> list[dict[str, Any]]:
+    if not exp_dir.exists(JOURNAL_FILE):
+        return []
+    records = []
+    for line in exp_dir.read_text(JOURNAL_FILE).splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def replay_journal(state: dict[str, Any], exp_dir: storage.StorageDir) -> None:
+    """Bring the snapshot ``state`` up to date with the journal lines written after it."""
+    import base64
+
+    import cloudpickle
+
+    trials = {t.trial_id: t for t in state["trials"]}
+    for record in read_journal(exp_dir)[state.get("num_events", 0) :]:
+        if record["event"] == "created" and record["trial_id"] not in trials:
+            trial = cloudpickle.loads(base64.b64decode(record["trial"]))
+            state["searcher"].restore_trial(
+                getattr(trial, "search_key", trial.trial_id), dict(trial.config)
+            )
+            state["trials"].append(trial)
+            state["num_created"] += 1
+            trials[trial.trial_id] = trial
+        elif record["event"] == "ended" and record["trial_id"] in trials:
+            trials[record["trial_id"]].status = record["status"]

@@ -1,0 +1,320 @@
+"""What a trial runs: a function ``fn(config)`` or a lockstep trainer, one per config.
+
+Each trial runs in a thread of the driver. A function runs right there; a trainer's
+``fit()`` runs there with its own controller and its own workers, and is stopped through
+the report callback the Tuner gives it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lockstep._core.checkpoint import Checkpoint
+from lockstep.train import (
+    CheckpointConfig,
+    DataParallelTrainer,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+    UserCallback,
+)
+from lockstep.tune._session import FunctionSession, TrialPaused, TrialStopped, TuneContext, install
+
+RESOURCES_ATTR = "_lockstep_resources"
+
+
+def with_parameters(trainable: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    """``trainable`` with large objects (datasets, models) passed once, not in the config.
+
+    Example:
+        >>> def objective(config, data=None):
+        ...     return {"n": len(data)}
+        >>> with_parameters(objective, data=[1, 2, 3])({})
+        {'n': 3}
+    """
+    if isinstance(trainable, DataParallelTrainer):
+        raise ValueError(
+            "with_parameters takes a function; a trainer already holds its data. HINT: pass "
+            "the trainer to Tuner directly"
+        )
+
+    @functools.wraps(trainable)
+    def inner(config: dict[str, Any]) -> Any:
+        return trainable(config, **kwargs)
+
+    resources = getattr(trainable, RESOURCES_ATTR, None)
+    if resources is not None:
+        setattr(inner, RESOURCES_ATTR, resources)
+    return inner
+
+
+def with_resources(
+    trainable: Any, resources: Mapping[str, float] | Callable[[dict[str, Any]], Any] | Any
+) -> Any:
+    """``trainable`` with the CPUs and GPUs each of its trials needs (default: 1 CPU).
+
+    ``resources`` is a dict (``{"cpu": 2, "gpu": 1}``), a ``ScalingConfig`` or a function of
+    the config returning either.
+
+    Example:
+        >>> def objective(config):
+        ...     return {"x": 1}
+        >>> wrapped = with_resources(objective, {"cpu": 2})
+        >>> wrapped.__name__
+        'objective'
+    """
+    if isinstance(trainable, DataParallelTrainer):
+        raise ValueError(
+            "a trainer's trials take the resources of its scaling_config. HINT: set "
+            "ScalingConfig(num_workers=..., resources_per_worker=...) on the trainer, or "
+            "search it: param_space={'scaling_config': ...}"
+        )
+
+    @functools.wraps(trainable)
+    def inner(config: dict[str, Any]) -> Any:
+        return trainable(config)
+
+    setattr(inner, RESOURCES_ATTR, resources)
+    return inner
+
+
+def trial_resources(trainable: Any, config: dict[str, Any]) -> dict[str, float]:
+    """What one trial of ``trainable`` with ``config`` takes from the machine."""
+    if isinstance(trainable, TrainerTrainable):
+        return trainable.resources(config)
+    spec = getattr(trainable, RESOURCES_ATTR, None)
+    if callable(spec) and not isinstance(spec, ScalingConfig):
+        spec = spec(config)
+    if spec is None:
+        return {"CPU": 1.0, "GPU": 0.0}
+    if isinstance(spec, ScalingConfig | Mapping) and _is_scaling(spec):
+        return _scaling_resources(ScalingConfig.coerce(spec))
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"with_resources takes a dict such as {{'cpu': 2, 'gpu': 0}}, got {spec!r}"
+        )
+    lowered = {str(k).upper(): float(v) for k, v in spec.items()}
+    return {"CPU": lowered.get("CPU", 1.0), "GPU": lowered.get("GPU", 0.0)}
+
+
+def _is_scaling(spec: Any) -> bool:
+    return isinstance(spec, ScalingConfig) or "num_workers" in spec
+
+
+def _scaling_resources(scaling: ScalingConfig) -> dict[str, float]:
+    workers = max(1, scaling.num_workers)
+    return {
+        "CPU": workers * scaling.num_cpus_per_worker,
+        "GPU": workers * scaling.num_gpus_per_worker,
+    }
+
+
+def trainable_name(trainable: Any) -> str:
+    if isinstance(trainable, TrainerTrainable):
+        return trainable.name
+    return str(getattr(trainable, "__name__", type(trainable).__name__))
+
+
+# -- running a function trial ---------------------------------------------------------------
+
+
+def run_function(
+    fn: Callable[..., Any],
+    config: dict[str, Any],
+    session: FunctionSession,
+) -> str:
+    """Run ``fn(config)`` with ``session`` installed; ``"done"``, ``"stopped"`` or ``"paused"``.
+
+    A returned dict is reported as the trial's last result, as in Ray Tune.
+    """
+    install(session)
+    try:
+        takes_config = _takes_argument(fn)
+        out = fn(config) if takes_config else fn()
+        if isinstance(out, Mapping):
+            session.report(dict(out))
+        elif out is not None and session.num_reports == 0 and isinstance(out, int | float):
+            session.report({"_metric": out})
+        return "done"
+    except TrialStopped:
+        return "stopped"
+    except TrialPaused:
+        return "paused"
+    finally:
+        install(None)
+
+
+def _takes_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+# -- a trainer as the trainable -------------------------------------------------------------
+
+# Older names of trainer arguments (the dataset "train_dataset" of early Ray AIR).
+_DATASET_ALIASES = {"train_dataset": "train"}
+_MERGED = ("train_loop_config", "params", "datasets", "metadata")
+
+
+class TrainerTrainable:
+    """A trainer whose arguments a trial's config overrides, key by key."""
+
+    def __init__(self, trainer: DataParallelTrainer) -> None:
+        self.trainer_cls = type(trainer)
+        self.base_kwargs: dict[str, Any] = dict(trainer._init_kwargs)
+        self.base_run_config: RunConfig = trainer.run_config
+        self.name = type(trainer).__name__
+        self.datasets: dict[str, Any] = {}
+        self._known = set(inspect.signature(self.trainer_cls.__init__).parameters) - {"self"}
+        self._takes_extra = any(
+            p.kind is p.VAR_KEYWORD
+            for p in inspect.signature(self.trainer_cls.__init__).parameters.values()
+        )
+
+    def check_space(self, space: Mapping[str, Any]) -> None:
+        unknown = sorted(k for k in space if k not in self._known and k != "run_config")
+        if unknown and not self._takes_extra:
+            raise ValueError(
+                f"param_space keys {unknown} are not arguments of {self.name}. HINT: a "
+                f"trainer's param_space overrides its arguments: {sorted(self._known)}; put "
+                "your hyperparameters under 'train_loop_config' (or 'params')"
+            )
+
+    def kwargs(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The trainer's arguments for one trial."""
+        kwargs = dict(self.base_kwargs)
+        if self.datasets:
+            kwargs["datasets"] = {**(kwargs.get("datasets") or {}), **self.datasets}
+        for key, value in config.items():
+            if key == "scaling_config":
+                kwargs[key] = _merge_scaling(kwargs.get(key), value)
+            elif key in _MERGED and isinstance(value, Mapping):
+                kwargs[key] = {**(kwargs.get(key) or {}), **value}
+            else:
+                kwargs[key] = value
+        if kwargs.get("preprocessor") is not None:
+            # Fitting changes a preprocessor: each trial fits its own copy, as if the
+            # config had been sent to it, even when trials share one in the param space.
+            kwargs["preprocessor"] = copy.deepcopy(kwargs["preprocessor"])
+        if kwargs.get("datasets"):
+            kwargs["datasets"] = {
+                _DATASET_ALIASES.get(k, k): v for k, v in kwargs["datasets"].items()
+            }
+        return kwargs
+
+    def resources(self, config: Mapping[str, Any]) -> dict[str, float]:
+        scaling = _merge_scaling(
+            self.base_kwargs.get("scaling_config"), config.get("scaling_config")
+        )
+        return _scaling_resources(scaling)
+
+    def run(
+        self,
+        config: dict[str, Any],
+        *,
+        run_config: RunConfig,
+        context: TuneContext,
+        resume_from: Checkpoint | None,
+        on_report: Callable[[dict[str, Any], Checkpoint | None], Any],
+        start_iteration: int,
+    ) -> tuple[str, Any]:
+        """One trial: ``fit()`` to its end; ``("done", Result)``, ``("stopped", None)``, ..."""
+        kwargs = self.kwargs(config)
+        if resume_from is not None:
+            kwargs["resume_from_checkpoint"] = resume_from
+        kwargs["run_config"] = dataclasses.replace(
+            run_config,
+            callbacks=(
+                _Reporter(on_report, context.trial_id, start_iteration),
+                *run_config.callbacks,
+            ),
+        )
+        trainer = self.trainer_cls(**kwargs)
+        try:
+            return "done", trainer.fit()
+        except TrialStopped:
+            return "stopped", None
+        except TrialPaused:
+            return "paused", None
+
+
+def _merge_scaling(base: Any, override: Any) -> ScalingConfig:
+    base_config = ScalingConfig.coerce(base)
+    if override is None:
+        return base_config
+    if isinstance(override, ScalingConfig):
+        return override
+    if isinstance(override, Mapping):
+        fields = {f.name for f in dataclasses.fields(ScalingConfig)}
+        if set(override) <= fields:
+            return dataclasses.replace(base_config, **dict(override))
+        return ScalingConfig.coerce(override)  # the older actor keys
+    raise ValueError(
+        f"param_space['scaling_config'] must be a ScalingConfig or a dict, got {override!r}"
+    )
+
+
+class _Reporter(UserCallback):
+    """Sends rank 0's metrics of every step to the Tuner and carries out its decision."""
+
+    def __init__(self, on_report: Any, trial_id: str, start_iteration: int) -> None:
+        self._on_report = on_report
+        self._trial_id = trial_id
+        self._iteration = start_iteration
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The trainer saves its run config for Trainer.restore; the link to this Tuner
+        # cannot outlive it.
+        return {**self.__dict__, "_on_report": None}
+
+    def after_report(
+        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Checkpoint | None
+    ) -> None:
+        if self._on_report is None:
+            return
+        import time
+
+        from lockstep.tune.schedulers._base import Exploit, TrialScheduler
+
+        self._iteration += 1
+        result = {
+            **metrics[0],
+            "training_iteration": self._iteration,
+            "trial_id": self._trial_id,
+            "timestamp": time.time(),
+        }
+        decision = self._on_report(result, checkpoint)
+        if decision == TrialScheduler.STOP:
+            raise TrialStopped()
+        if decision == TrialScheduler.PAUSE or isinstance(decision, Exploit):
+            raise TrialPaused()
+
+
+def trial_run_config(
+    base: RunConfig,
+    *,
+    name: str,
+    storage_path: str,
+    checkpoint_config: CheckpointConfig | None,
+    failure_config: FailureConfig | None,
+) -> RunConfig:
+    """The run config of one trainer trial: its directory in the experiment's, silent."""
+    user_callbacks = tuple(c for c in base.callbacks if isinstance(c, UserCallback))
+    return RunConfig(
+        name=name,
+        storage_path=storage_path,
+        checkpoint_config=checkpoint_config or base.checkpoint_config,
+        failure_config=failure_config or base.failure_config,
+        callbacks=user_callbacks,
+        verbose=0,
+    )

@@ -1,0 +1,151 @@
+"""The default search algorithm: every grid combination, with random samples of the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lockstep.tune._search_space import Domain
+from lockstep.tune._variants import (
+    Path,
+    grid_variant,
+    num_grid_variants,
+    resolve,
+    set_path,
+    walk,
+)
+from lockstep.tune.search._searcher import Searcher
+
+
+class BasicVariantGenerator(Searcher):
+    """Expands every ``grid_search`` and samples every other domain at random.
+
+    The random values come from Optuna's ``RandomSampler`` (seeded by ``random_state``)
+    through ask/tell; only what Optuna has no distribution for (``randn``, ``sample_from``)
+    is drawn here.
+
+    ``num_samples`` times over, each sample gives one trial per grid combination: 3 grid
+    values and ``num_samples=2`` make 6 trials. ``points_to_evaluate`` are partial configs
+    tried first, in place of sampled values.
+
+    Args:
+        points_to_evaluate: Configs (or parts of them) to try first.
+        max_concurrent: At most this many trials at once (0: no limit).
+        random_state: Seed of the random samples.
+        constant_grid_search: Draw the random values once per sample, the same for every
+            grid combination.
+
+    Example:
+        >>> from lockstep import tune
+        >>> gen = BasicVariantGenerator(random_state=0)
+        >>> gen.set_search_properties(None, None, {"a": tune.grid_search([1, 2])},
+        ...                           num_samples=1)
+        True
+        >>> gen.suggest("t0"), gen.suggest("t1"), gen.suggest("t2")
+        ({'a': 1}, {'a': 2}, 'FINISHED')
+    """
+
+    def __init__(
+        self,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        max_concurrent: int = 0,
+        random_state: int | None = None,
+        constant_grid_search: bool = False,
+    ) -> None:
+        import numpy as np
+
+        super().__init__()
+        self._points = [dict(p) for p in points_to_evaluate or []]
+        self.max_concurrent = max_concurrent
+        self._rng = np.random.default_rng(random_state)
+        self._constant = constant_grid_search
+        self._space: dict[str, Any] = {}
+        self._num_samples = 1
+        self._index = 0
+        self._live: set[str] = set()
+        self._sample_cache: tuple[int, dict[str, Any]] | None = None
+        self._seed = random_state
+        self._study: Any = None
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
+    ) -> bool:
+        super().set_search_properties(metric, mode, config)
+        self._space = dict(config)
+        self._num_samples = int(spec.get("num_samples", 1))
+        return True
+
+    @property
+    def total_trials(self) -> int:
+        """How many configs this generator gives in all (-1: without end)."""
+        if self._num_samples < 0:
+            return -1
+        return max(self._num_samples, len(self._points)) * num_grid_variants(self._space)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self.is_finished():
+            return Searcher.FINISHED
+        if self.max_concurrent and len(self._live) >= self.max_concurrent:
+            return None
+        per_sample = num_grid_variants(self._space)
+        sample, combo = divmod(self._index, per_sample)
+        self._index += 1
+        config = self._variant(sample, combo)
+        self._live.add(trial_id)
+        return config
+
+    def _variant(self, sample: int, combo: int) -> dict[str, Any]:
+        grid = grid_variant(self._space, combo)
+        if self._constant:
+            if self._sample_cache is None or self._sample_cache[0] != sample:
+                drawn = self._draw(grid)
+                self._sample_cache = (sample, resolve(self._space, grid, self._rng, drawn))
+            config = resolve(self._space, grid, self._rng, self._draw(grid))
+            config.update({k: v for k, v in self._sample_cache[1].items() if not _in_grid(k, grid)})
+        else:
+            config = resolve(self._space, grid, self._rng, self._draw(grid))
+        if sample < len(self._points):
+            for path, value in walk(self._points[sample]):
+                set_path(config, path, value)
+        return config
+
+    def _draw(self, grid: dict[Path, Any]) -> dict[Path, Any]:
+        """One random value for every domain Optuna can sample, by one ask/tell."""
+        domains = [
+            (path, value)
+            for path, value in walk(self._space)
+            if path not in grid and isinstance(value, Domain)
+        ]
+        distributions = {
+            f"p{i}": d.random_distribution()
+            for i, (_, d) in enumerate(domains)
+            if d.random_distribution() is not None
+        }
+        if not distributions:
+            return {}
+        import optuna
+
+        if self._study is None:
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            sampler = optuna.samplers.RandomSampler(seed=self._seed)
+            self._study = optuna.create_study(sampler=sampler)
+        trial = self._study.ask(fixed_distributions=distributions)
+        self._study.tell(trial, 0.0)  # random sampling learns nothing from scores
+        return {
+            path: domain.from_random(trial.params[f"p{i}"])
+            for i, (path, domain) in enumerate(domains)
+            if f"p{i}" in distributions
+        }
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        self._live.discard(trial_id)
+
+    def is_finished(self) -> bool:
+        total = self.total_trials
+        return total >= 0 and self._index >= total
+
+
+def _in_grid(key: str, grid: dict[Path, Any]) -> bool:
+    return any(path[0] == key for path in grid)
