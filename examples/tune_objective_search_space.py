@@ -9,7 +9,12 @@ from the results. The material elides the model and the data (``...``): here a s
 learns a synthetic two-class problem, and the objective returns ``score`` (the test loss)
 beside ``acc``, the metric the material's last line asks for.
 
-    python examples/tune_objective_search_space.py [--storage-path ./runs]
+Install and run, from the repository's root:
+
+    pip install -e ".[tune]"
+    python examples/tune_objective_search_space.py [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -73,10 +78,11 @@ def objective(config):  # 定義 objective function
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
     # Where the Tuner writes, as RunConfig(storage_path=...) is not given in the material.
-    os.environ["LOCKSTEP_STORAGE_PATH"] = os.path.abspath(args.storage_path)
+    if args.storage_path:
+        os.environ["LOCKSTEP_STORAGE_PATH"] = os.path.abspath(args.storage_path)
     torch.set_num_threads(1)
 
     search_space = {  # 定義要搜尋的 hyperparameters

@@ -10,7 +10,12 @@ The material does not show its ``StopperCallback``. Here it interrupts the exper
 experiment named ``tuner_resume`` is then resumed with ``Tuner.restore``: the finished
 trials are not run again.
 
-    python examples/tune_xgboost_breast_cancer.py [--storage-path ./runs]
+Install and run, from the repository's root:
+
+    pip install -e ".[tune,xgboost,sklearn]"   # scikit-learn for the data
+    python examples/tune_xgboost_breast_cancer.py [--storage-path DIR]
+
+Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says otherwise.
 """
 
 from __future__ import annotations
@@ -45,10 +50,11 @@ class StopperCallback(tune.Callback):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--storage-path", default="./runs")
+    parser.add_argument("--storage-path", default=None, help="default: ~/lockstep_results")
     args = parser.parse_args()
     # Where RunConfig(storage_path=...) is not given, as in the material's Tuner.
-    os.environ["LOCKSTEP_STORAGE_PATH"] = os.path.abspath(args.storage_path)
+    if args.storage_path:
+        os.environ["LOCKSTEP_STORAGE_PATH"] = os.path.abspath(args.storage_path)
 
     # Examples 6-1 and 6-2: the data and the preprocessor
     data_raw = sklearn.datasets.load_breast_cancer(as_frame=True)
@@ -105,7 +111,8 @@ def main() -> None:
         results = tuner.fit(datasets={"train_dataset": dataset})
     except Interrupted as interrupted:
         # The experiment's state survived the interruption: continue it.
-        path = os.path.join(args.storage_path, "tuner_resume")
+        storage = os.environ.get("LOCKSTEP_STORAGE_PATH", "~/lockstep_results")
+        path = os.path.join(os.path.expanduser(storage), "tuner_resume")
         print(f"{interrupted}; restoring {path}")
         tuner = tune.Tuner.restore(path, trainable=trainer)
         results = tuner.fit(datasets={"train_dataset": dataset})

@@ -86,6 +86,8 @@ EXTRAS = {
     "torch_linear_regression_data.py": "[torch]",
     "legacy_dataset_pipeline.py": "[torch]",
     "xgboost_breast_cancer.py": "[xgboost,sklearn]",
+    "tune_objective_search_space.py": "[tune]",
+    "tune_xgboost_breast_cancer.py": "[tune,xgboost,sklearn]",
 }
 
 

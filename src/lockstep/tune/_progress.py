@@ -15,8 +15,9 @@ _COUNTED = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
 class TrialTable:
     """Shows every trial: name, status, config, latest metric, iterations."""
 
-    def __init__(self, *, name: str, metric: str | None, verbose: int) -> None:
+    def __init__(self, *, name: str, path: str, metric: str | None, verbose: int) -> None:
         self._name = name
+        self._path = path
         self._metric = metric
         self._verbose = verbose
         self._live: Any = None
@@ -63,6 +64,8 @@ class TrialTable:
             self._live = None
         else:
             print(self._summary(trials, outcome), file=sys.stderr, flush=True)
+        # as a Train run ends: where to find it
+        print(f"[lockstep] run directory: {self._path}", file=sys.stderr, flush=True)
 
     def _line(self, trial: TuneTrial) -> str:
         metric = self._metric_text(trial)

@@ -189,7 +189,7 @@ _local = threading.local()
 
 def install(session: FunctionSession | None) -> None:
     """Make ``session`` this thread's, for tune's and train's session functions."""
-    from lockstep._internal.execution import session as train_session
+    from lockstep._internal.execution.worker import session as train_session
 
     _local.session = session
     train_session.install(session, process_wide=False)  # type: ignore[arg-type]

@@ -12,7 +12,8 @@ import json
 import time
 from typing import Any
 
-from lockstep._core import pickling, storage
+from lockstep._core import storage
+from lockstep.train import _pickling as pickling
 
 TUNER_FILE = "tuner.pkl"
 STATE_FILE = "experiment_state.pkl"

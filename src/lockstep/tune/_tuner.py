@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lockstep._core import flags, pickling, storage
+from lockstep._core import flags, storage
 from lockstep._core.callback import Callback
 from lockstep.train import DataParallelTrainer
 from lockstep.train import RunConfig as TrainRunConfig
+from lockstep.train import _pickling as pickling
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid
@@ -274,6 +275,7 @@ class Tuner:
             new_trial=lambda c: self._new_trial(c, exp_dir, pool, len(runner.trials)),
             table=TrialTable(
                 name=self._run_config.name or "",
+                path=exp_dir.uri,
                 metric=config.metric,
                 verbose=self._run_config.verbose,
             ),

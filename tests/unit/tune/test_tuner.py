@@ -509,7 +509,7 @@ def test_the_trial_table_renders_every_trial():
         resources={"CPU": 1},
     )
     trial.status, trial.last_result = "RUNNING", {"loss": 0.25, "training_iteration": 7}
-    table = TrialTable(name="exp", metric="loss", verbose=1)
+    table = TrialTable(name="exp", path="/tmp/exp", metric="loss", verbose=1)
     table._trials = [trial]
     console = Console(record=True, width=120)
     console.print(table._table())
