@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from lockstep._core.callback import UserCallback
+from lockstep._core.callback import Callback, UserCallback
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 EXECUTORS = ("process", "ray")
@@ -279,7 +279,9 @@ class RunConfig:
             Default: ``~/lockstep_results``.
         checkpoint_config: Which checkpoints to keep.
         failure_config: How to recover from failures.
-        callbacks: :class:`UserCallback` instances, called in the driver.
+        callbacks: :class:`Callback` (Ray Tune's hooks, e.g. the logger callbacks of
+            ``lockstep.train.callbacks``) or :class:`UserCallback` instances, called in the
+            driver.
         verbose: 0 silent, 1 live progress (default), 2 also one line per report.
 
     Example:
@@ -291,7 +293,7 @@ class RunConfig:
     storage_path: str | os.PathLike[str] | None = None
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     failure_config: FailureConfig = field(default_factory=FailureConfig)
-    callbacks: Sequence[UserCallback] = ()
+    callbacks: Sequence[UserCallback | Callback] = ()
     verbose: int = 1
 
     def __post_init__(self) -> None:
@@ -310,10 +312,11 @@ class RunConfig:
         self._check_type("failure_config", FailureConfig)
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
         for callback in self.callbacks:
-            if not isinstance(callback, UserCallback):
+            if not isinstance(callback, UserCallback | Callback):
                 raise ValueError(
-                    f"RunConfig(callbacks=...) takes UserCallback instances, got {callback!r}. "
-                    "HINT: subclass lockstep.train.UserCallback and override after_report"
+                    "RunConfig(callbacks=...) takes Callback or UserCallback instances, got "
+                    f"{callback!r}. HINT: use a logger of lockstep.train.callbacks, or subclass "
+                    "lockstep.train.callbacks.Callback (or lockstep.train.UserCallback)"
                 )
         if self.verbose not in (0, 1, 2):
             raise ValueError(

@@ -154,6 +154,7 @@ class DataParallelTrainer:
                 verbose=self.run_config.verbose,
             ),
             callbacks=self.run_config.callbacks,
+            config=dict(self._init_kwargs.get("train_loop_config") or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
         )
 

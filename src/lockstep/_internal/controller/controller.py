@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lockstep._core import storage
-from lockstep._core.callback import RunContext, UserCallback
+from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result, user_metrics
@@ -25,6 +25,7 @@ from lockstep._internal.controller.failure_policy import FailureDecision, Failur
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
+from lockstep._internal.controller.trial_hooks import TrialHooks
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
@@ -78,8 +79,9 @@ class TrainController:
         run_log: RunLog,
         failure_policy: FailurePolicy,
         progress: Progress,
-        callbacks: Sequence[UserCallback] = (),
+        callbacks: Sequence[UserCallback | Callback] = (),
         resume_from_checkpoint: Checkpoint | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
@@ -87,7 +89,7 @@ class TrainController:
         self._run_log = run_log
         self._policy = failure_policy
         self._progress = progress
-        self._callbacks = callbacks
+        self._callbacks = [c for c in callbacks if isinstance(c, UserCallback)]
         self._resume_from = resume_from_checkpoint
         self._group: WorkerGroup | None = None
         self._steps = StepAggregator(spec.num_workers)
@@ -96,6 +98,15 @@ class TrainController:
         self._last_metrics: dict[str, Any] | None = None
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
+        # Ray Tune's hooks see the run as the experiment's only trial.
+        trial = Trial(
+            trial_id=spec.experiment_name,
+            config=dict(config or {}),
+            path=spec.run_dir.uri,
+            results_logged=True,
+        )
+        tune_callbacks = [c for c in callbacks if isinstance(c, Callback)]
+        self._hooks = TrialHooks(tune_callbacks, trial, time_offset=self._time_offset)
         self._started = time.monotonic()
         self._spec_offset = 0
         self.state: State = Starting(attempt=0)
@@ -107,12 +118,20 @@ class TrainController:
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
         )
         outcome = "interrupted"
+        error: BaseException | None = None
         try:
+            self._hooks.start()
             while not isinstance(self.state, Finished | Errored):
                 self.step()
             outcome = "finished" if isinstance(self.state, Finished) else "failed"
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             self._close(outcome)
+            if isinstance(self.state, Errored):
+                error = self.state.error
+            self._hooks.end(error)
         if isinstance(self.state, Errored):
             raise self.state.error
         return self._result()
@@ -189,20 +208,20 @@ class TrainController:
             assert self._group is not None
             self._group.notify(CheckpointCommitted(step.index, checkpoint))
         self._last_metrics = dict(step.metrics)
-        self._run_log.append(
-            {
-                **step.metrics,
-                "training_iteration": iteration,
-                "timestamp": step.reports[0].time,
-                "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": state.latest if checkpoint else None,
-            }
-        )
+        row = {
+            **step.metrics,
+            "training_iteration": iteration,
+            "timestamp": step.reports[0].time,
+            "time_total_s": self._time_offset + time.monotonic() - self._started,
+            "checkpoint_dir_name": state.latest if checkpoint else None,
+        }
+        self._run_log.append(row)
         if checkpoint is not None:
             self._run_log.flush()
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
+        self._hooks.result(row, all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
