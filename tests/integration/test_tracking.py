@@ -13,6 +13,7 @@ import pytest
 # TensorBoard's reader imports TensorFlow, which sets process-wide variables once at import;
 # imported here so that it happens before the leak check's snapshot.
 import tensorflow  # noqa: F401
+
 from lockstep import train
 from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig, Trainer
 from lockstep.train.callbacks import (

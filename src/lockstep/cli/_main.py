@@ -17,6 +17,9 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--storage-path", default="./runs")
     demo.add_argument("--name", default=None, help="default: demo-<date>-<time>, a new run")
     demo.add_argument("--limit", type=int, default=None, help="use only this many images")
+    from lockstep.cli import _runs
+
+    _runs.add_parser(commands)
     return top
 
 
@@ -32,4 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lockstep.cli._demo import main as demo
 
         return demo(args)
+    if args.command == "runs":
+        from lockstep.cli._runs import main as runs
+
+        return runs(args)
     raise AssertionError(args.command)
