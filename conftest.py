@@ -62,13 +62,15 @@ def _threads() -> set[threading.Thread]:
 # Variables a library sets for the whole process the first time it is imported:
 # torch._dynamo (imported by lockstep.train.torch) sets TORCHINDUCTOR_CACHE_DIR, and
 # scikit-learn sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK for Intel's OpenMP;
-# tensorboardX (the TensorBoard logger) sets CRC32C_SW_MODE.
+# tensorboardX (the TensorBoard logger) sets CRC32C_SW_MODE, and Lightning's Trainer
+# PYTORCH_NVML_BASED_CUDA_CHECK when it looks for GPUs.
 LIBRARY_ENV = {
     "PYTEST_CURRENT_TEST",
     "TORCHINDUCTOR_CACHE_DIR",
     "KMP_DUPLICATE_LIB_OK",
     "KMP_INIT_AT_FORK",
     "CRC32C_SW_MODE",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
 }
 
 

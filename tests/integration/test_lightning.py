@@ -108,3 +108,36 @@ def test_lightning_ddp_reports_checkpoints_resumes_with_identical_weights(tmp_pa
     assert resumed.metrics_dataframe["step"].tolist() == [12]
     first, second = weights(tmp_path / "again")
     assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def strategies_func():
+    from lockstep.train.lightning import RayDDPStrategy, RayFSDPStrategy, RayLightningEnvironment
+
+    rank = train.get_context().get_world_rank()
+    environment = RayLightningEnvironment()
+    for strategy in (RayDDPStrategy(), RayFSDPStrategy()):
+        assert strategy.root_device == torch.device("cpu")
+        assert strategy.distributed_sampler_kwargs == {"num_replicas": 2, "rank": rank}
+    environment.set_world_size(8)  # Lightning's guess; lockstep's world wins
+    train.report({"world": environment.world_size(), "rank": environment.global_rank()})
+
+
+def test_strategies_and_environment_take_lockstep_ranks(tmp_path):
+    # FSDP itself needs an accelerator (torch refuses CPU-only FSDP), so it is checked here
+    # for what lockstep gives it: the device and the sampler's ranks.
+    result = TorchTrainer(
+        strategies_func,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(name="env", storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert result.metrics == {"world": 2, "rank": 0}
+
+
+def test_prepare_trainer_names_the_missing_strategy():
+    import lightning.pytorch as pl
+
+    from lockstep.train.lightning import prepare_trainer
+
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False)
+    with pytest.raises(ValueError, match="HINT: pass strategy=RayDDPStrategy"):
+        prepare_trainer(trainer)
