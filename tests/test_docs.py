@@ -29,9 +29,22 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in ci_lines
 
 
+def test_extras_give_ranges_and_fresh_machine_commands_name_the_installed_torch():
+    import tomllib
+    import torch
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    assert [r for r in requirements + project["dependencies"] if "==" in r] == []
+    exact = f"torch=={torch.__version__.split('+')[0]}"
+    installs = [c for c in bash_commands() if c.startswith("pip install")]
+    assert installs and all(c.startswith(f"pip install {exact} -e ") for c in installs)
+    assert f"pip install {exact} -e " in (ROOT / ".ci" / "run").read_text()
+
+
 def test_readme_main_command_installs_and_runs_the_quickstart():
     main_command = bash_commands()[0]
-    assert main_command == 'pip install -e ".[demo]" && lockstep demo'
+    assert main_command == 'pip install torch==2.13.0 -e ".[demo]" && lockstep demo'
     runs = ROOT / "runs"
     before = set(runs.iterdir()) if runs.exists() else set()
     try:
@@ -67,6 +80,7 @@ EXAMPLES = {
     "torch_linear_regression_data.py": ["--epochs", "3"],
     "legacy_dataset_pipeline.py": ["--epochs", "2"],
     "xgboost_breast_cancer.py": [],
+    "tracking_mlflow_tensorboard.py": [],
 }
 
 
