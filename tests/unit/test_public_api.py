@@ -10,18 +10,26 @@ import pytest
 
 PUBLIC_MODULES = [
     "lockstep",
+    "lockstep.air.callbacks.mlflow",
+    "lockstep.air.callbacks.wandb",
+    "lockstep.air.integrations.mlflow",
+    "lockstep.air.integrations.wandb",
     "lockstep.cli",
     "lockstep.data",
     "lockstep.data.aggregate",
     "lockstep.data.preprocessors",
     "lockstep.testing",
     "lockstep.train",
+    "lockstep.train.callbacks",
     "lockstep.train.collective",
+    "lockstep.train.huggingface.transformers",
     "lockstep.train.integrations",
     "lockstep.train.lightgbm",
+    "lockstep.train.lightning",
     "lockstep.train.sklearn",
     "lockstep.train.torch",
     "lockstep.train.xgboost",
+    "lockstep.tune.logger",
 ]
 SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
 
