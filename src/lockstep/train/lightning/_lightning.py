@@ -92,6 +92,11 @@ class RayLightningEnvironment(LightningEnvironment):  # type: ignore[misc]
         True
     """
 
+    @property
+    def creates_processes_externally(self) -> bool:
+        # lockstep started the workers; Lightning must not launch processes of its own.
+        return True
+
     def world_size(self) -> int:
         return get_context().get_world_size()
 
