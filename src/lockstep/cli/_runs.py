@@ -42,7 +42,12 @@ _AUTO_KEYS = {
     "timesteps_since_restore",
 }
 # Image viewers that draw a PNG in the terminal, tried in this order.
-_VIEWERS = (("viu", []), ("chafa", []), ("timg", []), ("imgcat", []))
+_VIEWERS: tuple[tuple[str, list[str]], ...] = (
+    ("viu", []),
+    ("chafa", []),
+    ("timg", []),
+    ("imgcat", []),
+)
 
 
 @dataclass

@@ -16,17 +16,11 @@ from lockstep.train.torch import get_device
 
 try:  # Lightning 2.x; pytorch_lightning is the same code under its older name.
     import lightning.pytorch as pl
-    from lightning.pytorch.plugins.environments import LightningEnvironment
-    from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy, FSDPStrategy
+    from lightning.fabric.plugins.environments.lightning import LightningEnvironment
 except ImportError:  # pragma: no cover - only pytorch_lightning installed
     import pytorch_lightning as pl  # type: ignore[no-redef]
-    from pytorch_lightning.plugins.environments import (  # type: ignore[no-redef]
+    from lightning_fabric.plugins.environments.lightning import (  # type: ignore[assignment]
         LightningEnvironment,
-    )
-    from pytorch_lightning.strategies import (  # type: ignore[no-redef]
-        DDPStrategy,
-        DeepSpeedStrategy,
-        FSDPStrategy,
     )
 
 
@@ -35,7 +29,7 @@ def _sampler_kwargs() -> dict[str, Any]:
     return {"num_replicas": context.get_world_size(), "rank": context.get_world_rank()}
 
 
-class RayDDPStrategy(DDPStrategy):  # type: ignore[misc]
+class RayDDPStrategy(pl.strategies.DDPStrategy):
     """Lightning's DDP on lockstep's workers: each worker's device, and samplers that split
     the data by lockstep's ranks. Takes ``DDPStrategy``'s arguments.
 
@@ -53,7 +47,7 @@ class RayDDPStrategy(DDPStrategy):  # type: ignore[misc]
         return _sampler_kwargs()
 
 
-class RayFSDPStrategy(FSDPStrategy):  # type: ignore[misc]
+class RayFSDPStrategy(pl.strategies.FSDPStrategy):
     """Lightning's FSDP on lockstep's workers. Takes ``FSDPStrategy``'s arguments.
 
     Example:
@@ -70,7 +64,7 @@ class RayFSDPStrategy(FSDPStrategy):  # type: ignore[misc]
         return _sampler_kwargs()
 
 
-class RayDeepSpeedStrategy(DeepSpeedStrategy):  # type: ignore[misc]
+class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
     """Lightning's DeepSpeed on lockstep's workers (needs ``deepspeed`` installed). Takes
     ``DeepSpeedStrategy``'s arguments.
     """
@@ -84,7 +78,7 @@ class RayDeepSpeedStrategy(DeepSpeedStrategy):  # type: ignore[misc]
         return _sampler_kwargs()
 
 
-class RayLightningEnvironment(LightningEnvironment):  # type: ignore[misc]
+class RayLightningEnvironment(LightningEnvironment):
     """Tells Lightning the ranks and world size lockstep gave this worker.
 
     Example:
@@ -150,7 +144,7 @@ def prepare_trainer(trainer: pl.Trainer) -> pl.Trainer:
     return trainer
 
 
-class RayTrainReportCallback(pl.Callback):  # type: ignore[misc]
+class RayTrainReportCallback(pl.Callback):
     """Reports the logged metrics (with ``epoch`` and ``step``) and a checkpoint
     (``checkpoint.ckpt``, the Trainer's own format) at the end of every training epoch.
 

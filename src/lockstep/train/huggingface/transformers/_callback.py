@@ -54,7 +54,7 @@ class RayTrainReportCallback(transformers.TrainerCallback):
         control: transformers.TrainerControl,
         **kwargs: Any,
     ) -> None:
-        source = transformers.trainer_utils.get_last_checkpoint(args.output_dir)
+        source = transformers.trainer_utils.get_last_checkpoint(args.output_dir)  # type: ignore[no-untyped-call]
         metrics = self._metrics(state)
         if source is None or not state.is_world_process_zero:
             report(metrics)
