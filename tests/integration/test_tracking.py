@@ -17,6 +17,7 @@ import tensorflow  # noqa: F401
 from lockstep import train
 from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig, Trainer
 from lockstep.train.callbacks import (
+    Callback,
     CSVLoggerCallback,
     JsonLoggerCallback,
     MLflowLoggerCallback,
@@ -282,3 +283,55 @@ def test_setup_wandb_logs_from_rank_zero_only(tmp_path):
         run_config=RunConfig(name="inside-run", storage_path=str(tmp_path), verbose=0),
     ).fit()
     assert len(glob.glob(str(tmp_path / "wandb" / "offline-run-*"))) == 1
+
+
+class Hooks(Callback):
+    def __init__(self):
+        self.calls = []
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.calls.append(("start", trial.trial_id, trial.config["lr"]))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.calls.append(("result", result["training_iteration"], len(info["worker_results"])))
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self.calls.append(("checkpoint", iteration, sorted(os.listdir(checkpoint.path))))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.calls.append(("error", iteration, type(trial.error).__name__))
+
+    def on_experiment_end(self, trials, **info):
+        self.calls.append(("end", [t.status for t in trials]))
+
+
+def test_a_train_run_calls_the_tune_hooks_with_itself_as_the_trial(tmp_path):
+    hooks = Hooks()
+    with pytest.raises(train.TrainingFailedError):
+        fit(tmp_path, [hooks], fail_at=2)
+    assert hooks.calls[0] == ("start", "run", 0.1)
+    assert ("result", 1, 2) in hooks.calls
+    assert ("checkpoint", 2, ["model.txt"]) in hooks.calls
+    assert hooks.calls[-2:] == [("error", 2, "TrainingFailedError"), ("end", ["ERROR"])]
+
+
+def test_tensorboard_files_reach_a_remote_storage_path():
+    import fsspec
+
+    result = DataParallelTrainer(
+        train_func,
+        train_loop_config={"steps": 2},
+        scaling_config=ScalingConfig(num_workers=0),  # memory:// is this process's
+        run_config=RunConfig(
+            name="remote",
+            storage_path="memory://tracking",
+            verbose=0,
+            callbacks=[TBXLoggerCallback()],
+        ),
+    ).fit()
+    fs = fsspec.filesystem("memory")
+    try:
+        names = [os.path.basename(p) for p in fs.ls(result.path, detail=False)]
+        assert any(n.startswith("events.out.tfevents.") for n in names)
+    finally:
+        fs.rm("/tracking", recursive=True)
