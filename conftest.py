@@ -61,8 +61,8 @@ def _children() -> set[int]:
 
 # Threads a library starts once and keeps for the life of the process, by design: fsspec's
 # IO loop for its async filesystems (s3fs), and Ray Data's usage-metrics poller in a driver
-# that ran a dataset.
-LIBRARY_THREADS = ("fsspecIO", "asyncio_", "data-usage-metrics-poller")
+# that ran a dataset, and OpenTelemetry's exporters (started by W&B and MLflow's tracing).
+LIBRARY_THREADS = ("fsspecIO", "asyncio_", "data-usage-metrics-poller", "Otel")
 
 
 def _threads() -> set[threading.Thread]:
@@ -77,12 +77,16 @@ def _threads() -> set[threading.Thread]:
 
 # Variables a library sets for the whole process the first time it is imported:
 # torch._dynamo (imported by lockstep.train.torch) sets TORCHINDUCTOR_CACHE_DIR, and
-# scikit-learn sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK for Intel's OpenMP.
+# scikit-learn sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK for Intel's OpenMP;
+# tensorboardX (the TensorBoard logger) sets CRC32C_SW_MODE, and Lightning's Trainer
+# PYTORCH_NVML_BASED_CUDA_CHECK when it looks for GPUs.
 LIBRARY_ENV = {
     "PYTEST_CURRENT_TEST",
     "TORCHINDUCTOR_CACHE_DIR",
     "KMP_DUPLICATE_LIB_OK",
     "KMP_INIT_AT_FORK",
+    "CRC32C_SW_MODE",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
 }
 
 

@@ -1,7 +1,8 @@
 """The older Trainer with dataset pipelines, as the Ray Train material's chapter shows it.
 
 Datasets are split into train/validation, repeated per epoch with a fresh shuffle, handed to
-`Trainer.run(dataset=...)`, and read in each worker with iter_epochs() and to_torch().
+`Trainer.run(dataset=...)`, and read in each worker with iter_epochs() and to_torch(). The
+results are logged as JSON lines and TensorBoard scalars by the callbacks.
 
 Install and run, from the repository's root:
 
@@ -21,6 +22,7 @@ import torch.nn as nn
 import lockstep
 import lockstep.train as train
 from lockstep.train import Trainer
+from lockstep.train.callbacks import JsonLoggerCallback, TBXLoggerCallback
 
 
 def get_datasets(a=5, b=10, size=1000, split=0.8):
@@ -98,7 +100,12 @@ def main() -> None:
     trainer = Trainer("torch", num_workers=num_workers, use_gpu=use_gpu, logdir=args.storage_path)
     config = {"lr": 1e-2, "hidden_size": 1, "batch_size": 4, "epochs": args.epochs}
     trainer.start()
-    results = trainer.run(train_func, config, dataset=datasets)
+    results = trainer.run(
+        train_func,
+        config,
+        dataset=datasets,
+        callbacks=[JsonLoggerCallback(), TBXLoggerCallback()],
+    )
     trainer.shutdown()
     print(results)
 

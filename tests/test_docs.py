@@ -28,9 +28,22 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in ci_lines
 
 
+def test_extras_give_ranges_and_fresh_machine_commands_name_the_installed_torch():
+    import tomllib
+    import torch
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    assert [r for r in requirements + project["dependencies"] if "==" in r] == []
+    exact = f"torch=={torch.__version__.split('+')[0]}"
+    installs = [c for c in bash_commands() if c.startswith("pip install")]
+    assert installs and all(c.startswith(f"pip install {exact} -e ") for c in installs)
+    assert f"pip install {exact} -e " in (ROOT / ".ci" / "run").read_text()
+
+
 def test_readme_main_command_installs_and_runs_the_quickstart(tmp_path):
     main_command = bash_commands()[0]
-    assert main_command == 'pip install -e ".[demo]" && lockstep demo'
+    assert main_command == 'pip install torch==2.13.0 -e ".[demo]" && lockstep demo'
     # The default storage place, moved by its environment variable into this test's directory.
     done = subprocess.run(
         ["bash", "-c", main_command],
@@ -72,6 +85,7 @@ EXAMPLES = {
     "xgboost_breast_cancer.py": [],
     "tune_objective_search_space.py": [],
     "tune_xgboost_breast_cancer.py": [],
+    "tracking_mlflow_tensorboard.py": [],
 }
 
 
@@ -88,6 +102,7 @@ EXTRAS = {
     "xgboost_breast_cancer.py": "[xgboost,sklearn]",
     "tune_objective_search_space.py": "[tune]",
     "tune_xgboost_breast_cancer.py": "[tune,xgboost,sklearn]",
+    "tracking_mlflow_tensorboard.py": "[tracking]",
 }
 
 
@@ -110,6 +125,6 @@ def test_example_runs_as_its_header_says_into_the_default_storage(name, tmp_path
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "LOCKSTEP_STORAGE_PATH": str(results)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    runs = sorted(results.iterdir())
+    runs = sorted(p for p in results.iterdir() if p.is_dir())
     assert runs, "the example wrote no run into the default storage place"
     assert f"[lockstep] run directory: {runs[-1]}" in done.stderr

@@ -63,6 +63,9 @@ class Trial:
         last_result: The latest metrics reported, with ``training_iteration``.
         error: The error that ended the trial, or None.
         experiment_tag: A short description of the trial's config, for display.
+        results_logged: True when the run itself writes ``result.json`` and ``progress.csv``
+            in ``path`` (a Train run does); the JSON and CSV loggers then leave those files
+            to it.
     """
 
     def __init__(
@@ -72,11 +75,13 @@ class Trial:
         config: dict[str, Any],
         path: str,
         experiment_tag: str = "",
+        results_logged: bool = False,
     ) -> None:
         self.trial_id = trial_id
         self.config = config
         self.path = path
         self.experiment_tag = experiment_tag
+        self.results_logged = results_logged
         self.status = "PENDING"
         self.last_result: dict[str, Any] = {}
         self.error: BaseException | None = None

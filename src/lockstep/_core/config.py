@@ -282,7 +282,9 @@ class RunConfig:
             ``storage_path`` is then a path on it, without a URI prefix (as in Ray).
         checkpoint_config: Which checkpoints to keep.
         failure_config: How to recover from failures.
-        callbacks: :class:`UserCallback` instances, called in the driver.
+        callbacks: :class:`Callback` (Ray Tune's hooks, e.g. the logger callbacks of
+            ``lockstep.train.callbacks``) or :class:`UserCallback` instances, called in the
+            driver.
         verbose: Ray's levels: 0 silent; 1 a live status line and a summary at the end
             (the default); 2 also one line per report with the metrics shown; 3 one line per
             report with every metric.
@@ -304,7 +306,7 @@ class RunConfig:
     storage_filesystem: Any = None
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     failure_config: FailureConfig = field(default_factory=FailureConfig)
-    callbacks: Sequence[UserCallback] = ()
+    callbacks: Sequence[UserCallback | Callback] = ()
     verbose: int = 1
     progress_metrics: Sequence[str] | None = None
     progress_total: int | None = None
@@ -328,9 +330,9 @@ class RunConfig:
         for callback in self.callbacks:
             if not isinstance(callback, UserCallback | Callback):
                 raise ValueError(
-                    f"RunConfig(callbacks=...) takes UserCallback instances (or Tune Callback "
-                    f"ones), got {callback!r}. HINT: subclass lockstep.train.UserCallback and "
-                    "override after_report"
+                    "RunConfig(callbacks=...) takes Callback or UserCallback instances, got "
+                    f"{callback!r}. HINT: use a logger of lockstep.train.callbacks, or subclass "
+                    "lockstep.train.callbacks.Callback (or lockstep.train.UserCallback)"
                 )
         if isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3):
             raise ValueError(

@@ -82,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
     commands.required = True
     _add_demo(commands)
     _add_doctor(commands)
+    from lockstep.cli import _runs
+
+    _runs.add_parser(commands)
     return top
 
 
@@ -155,4 +158,8 @@ def _run(args: argparse.Namespace) -> int:
         from lockstep.cli._doctor import main as doctor
 
         return doctor()
+    if args.command == "runs":
+        from lockstep.cli._runs import main as runs
+
+        return runs(args)
     raise AssertionError(args.command)

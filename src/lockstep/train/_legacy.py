@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lockstep._core.callback import RunContext, UserCallback
+from lockstep._core.callback import Callback, RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import RunConfig, ScalingConfig
 from lockstep._internal.backends.base import BackendConfig
@@ -72,9 +72,10 @@ class Trainer:
     ) -> list[Any]:
         """Run ``train_func`` on every worker; return what each returned, in rank order.
 
-        ``callbacks`` may be ``UserCallback``s or old-style callbacks with a
-        ``handle_result(results)`` method; ``dataset`` is one dataset (``"train"``) or a
-        dict of them.
+        ``callbacks`` may be the loggers of ``lockstep.train.callbacks`` (any
+        ``Callback``, ``TrainingCallback`` included), ``UserCallback``s, or old-style
+        callbacks with a ``handle_result(results)`` method; ``dataset`` is one dataset
+        (``"train"``) or a dict of them.
         """
         controller = self._fit(
             train_func, config, [_adapt(c) for c in callbacks or ()], dataset, checkpoint
@@ -233,12 +234,12 @@ class _HandleResult(UserCallback):
         self._callback.handle_result(metrics)
 
 
-def _adapt(callback: Any) -> UserCallback:
-    if isinstance(callback, UserCallback):
+def _adapt(callback: Any) -> UserCallback | Callback:
+    if isinstance(callback, UserCallback | Callback):
         return callback
     if callable(getattr(callback, "handle_result", None)):
         return _HandleResult(callback)
     raise ValueError(
-        f"callbacks take UserCallback instances (or objects with handle_result), got "
-        f"{callback!r}. HINT: subclass lockstep.train.UserCallback"
+        f"callbacks take Callback or UserCallback instances (or objects with handle_result), "
+        f"got {callback!r}. HINT: subclass lockstep.train.callbacks.TrainingCallback"
     )

@@ -159,6 +159,7 @@ class DataParallelTrainer:
                 resume_hint=self._resume_hint(run_dir),
             ),
             callbacks=self.run_config.callbacks,
+            config=dict(self._init_kwargs.get("train_loop_config") or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
         )
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from lockstep._core import storage
-from lockstep._core.callback import RunContext, UserCallback
+from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._core.result import Result, user_metrics
@@ -27,6 +27,7 @@ from lockstep._internal.controller.failure_policy import FailureDecision, Failur
 from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_log import RunLog
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
+from lockstep._internal.controller.trial_hooks import TrialHooks
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
@@ -89,8 +90,9 @@ class TrainController:
         run_log: RunLog,
         failure_policy: FailurePolicy,
         progress: Progress,
-        callbacks: Sequence[UserCallback] = (),
+        callbacks: Sequence[UserCallback | Callback] = (),
         resume_from_checkpoint: Checkpoint | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
@@ -98,7 +100,7 @@ class TrainController:
         self._run_log = run_log
         self._policy = failure_policy
         self._progress = progress
-        self._callbacks = callbacks
+        self._callbacks = [c for c in callbacks if isinstance(c, UserCallback)]
         self._resume_from = resume_from_checkpoint
         self._group: WorkerGroup | None = None
         self._steps = StepAggregator(spec.num_workers)
@@ -107,6 +109,15 @@ class TrainController:
         self._last_metrics: dict[str, Any] | None = None
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
+        # Ray Tune's hooks see the run as the experiment's only trial.
+        trial = Trial(
+            trial_id=spec.experiment_name,
+            config=dict(config or {}),
+            path=spec.run_dir.uri,
+            results_logged=True,
+        )
+        tune_callbacks = [c for c in callbacks if isinstance(c, Callback)]
+        self._hooks = TrialHooks(tune_callbacks, trial, time_offset=self._time_offset)
         self._started = time.monotonic()
         self._spec_offset = 0
         self._uploads = Uploads(spec.run_dir.upload_dir)
@@ -143,11 +154,20 @@ class TrainController:
         self._progress.start(
             resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
         )
+        error: BaseException | None = None
         with interrupts.stop_on_sigint(self.request_stop):
             try:
+                self._hooks.start()
                 yield from self._run_to_the_end()
             except KeyboardInterrupt:
                 pass  # a second Ctrl-C: the state says Stopped, raised below
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                if isinstance(self.state, Errored):
+                    error = self.state.error
+                self._hooks.end(error)
         if isinstance(self.state, Errored):
             raise self.state.error
         if isinstance(self.state, Stopped):
@@ -256,30 +276,29 @@ class TrainController:
         iteration = state.training_iteration
         checkpoint, dir_name = None, None
         assert self._group is not None
+        row: dict[str, Any] = {
+            **step.metrics,
+            "training_iteration": iteration,
+            "timestamp": step.reports[0].time,
+            "time_total_s": self._time_offset + time.monotonic() - self._started,
+        }
         if not step.checkpointed:
             # Release the workers first: everything below is the driver's own bookkeeping.
             self._group.notify(StepDone(step.index))
         elif step.uploads_async:
             self._group.notify(StepDone(step.index))
-            dir_name = self._submit_upload(step, iteration)
+            dir_name = self._submit_upload(step, iteration, row)
         else:
             checkpoint = self._commit(step, iteration)
             dir_name = state.latest
         self._last_metrics = dict(step.metrics)
-        self._run_log.append(
-            {
-                **step.metrics,
-                "training_iteration": iteration,
-                "timestamp": step.reports[0].time,
-                "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": dir_name,
-            }
-        )
+        row["checkpoint_dir_name"] = dir_name
+        self._run_log.append(row)
         if checkpoint is not None:
             self._run_log.flush()
-            self._announce(step, iteration, checkpoint)
+            self._announce(step, iteration, checkpoint, row)
         elif not step.checkpointed:
-            self._announce(step, iteration, None)
+            self._announce(step, iteration, None, row)
 
     def _commit(
         self, step: Step, iteration: int, reserved: tuple[str, int] | None = None
@@ -298,31 +317,34 @@ class TrainController:
             self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
         return checkpoint
 
-    def _announce(self, step: Step, iteration: int, checkpoint: Checkpoint | None) -> None:
+    def _announce(
+        self, step: Step, iteration: int, checkpoint: Checkpoint | None, row: dict[str, Any]
+    ) -> None:
         state = self._checkpoints.state
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
+        self._hooks.result(row, all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
 
-    def _submit_upload(self, step: Step, iteration: int) -> str:
+    def _submit_upload(self, step: Step, iteration: int, row: dict[str, Any]) -> str:
         """Hand the step's files to the upload thread; the name it will be committed as."""
         handoffs = {r.rank: r.handoff for r in step.reports if r.handoff is not None}
         reserved = self._checkpoints.reserve(step.dir_name)
-        job = UploadJob((step, iteration, reserved), self._spec_offset + step.index, handoffs)
+        job = UploadJob((step, iteration, reserved, row), self._spec_offset + step.index, handoffs)
         self._uploads.submit(job)
         return reserved[0]
 
     def _commit_uploaded(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> None:
         """Commit the ASYNC checkpoints whose files are uploaded, in report order."""
         for done in self._uploads.finished(wait=wait):
-            step, iteration, reserved = done.job.step
+            step, iteration, reserved, row = done.job.step
             if done.error is not None:
                 failures[0] = _upload_failure(done.error)
                 continue
             checkpoint = self._commit(step, iteration, reserved)
             self._run_log.flush()
-            self._announce(step, iteration, checkpoint)
+            self._announce(step, iteration, checkpoint, row)
 
     def _settle_uploads(self) -> None:
         """Before a restart or the end: commit every upload of a complete step, and drop

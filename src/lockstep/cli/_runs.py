@@ -1,0 +1,441 @@
+"""``lockstep runs``: list, show, plot and compare the runs under a storage path.
+
+A run is a directory holding ``result.json`` (one JSON line per report) and, when written
+by this version, ``run_state.json`` (status, checkpoints and their metrics, error) and
+``params.json``. Older runs and Tune experiments (``<experiment>/<trial>/result.json``) are
+read from the same files, whatever of them exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockstep._core import flags, storage
+
+# Keys every result carries besides the user's metrics.
+_AUTO_KEYS = {
+    *storage.RESULT_AUTO_KEYS,
+    "time_this_iter_s",
+    "time_since_restore",
+    "iterations_since_restore",
+    "done",
+    "trial_id",
+    "date",
+    "pid",
+    "hostname",
+    "node_ip",
+    "config",
+    "experiment_tag",
+    "should_checkpoint",
+    "timesteps_total",
+    "episodes_total",
+    "timesteps_since_restore",
+}
+# Image viewers that draw a PNG in the terminal, tried in this order.
+_VIEWERS: tuple[tuple[str, list[str]], ...] = (
+    ("viu", []),
+    ("chafa", []),
+    ("timg", []),
+    ("imgcat", []),
+)
+
+
+@dataclass
+class Run:
+    """What the files of one run directory say."""
+
+    name: str
+    path: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.state.get("status"):
+            return str(self.state["status"])
+        if self.error:
+            return "errored"
+        return "unknown"
+
+    @property
+    def iterations(self) -> int:
+        if self.state.get("training_iteration"):
+            return int(self.state["training_iteration"])
+        return int(self.rows[-1].get("training_iteration", len(self.rows))) if self.rows else 0
+
+    @property
+    def start(self) -> datetime.datetime | None:
+        if not self.rows or "timestamp" not in self.rows[0]:
+            return None
+        first = self.rows[0]
+        started = float(first["timestamp"]) - float(first.get("time_this_iter_s") or 0)
+        return datetime.datetime.fromtimestamp(started)
+
+    @property
+    def duration_s(self) -> float | None:
+        return (
+            float(self.rows[-1]["time_total_s"])
+            if self.rows and "time_total_s" in self.rows[-1]
+            else None
+        )
+
+    def metric_names(self) -> list[str]:
+        """The user's numeric metrics, nested ones as ``a/b``, in the order first reported."""
+        names: dict[str, None] = {}
+        for row in self.rows:
+            for key, value in _flatten(row).items():
+                if key.split("/")[0] not in _AUTO_KEYS and _number(value) is not None:
+                    names[key] = None
+        return list(names)
+
+    def series(self, metric: str) -> tuple[list[int], list[float]]:
+        """(iterations, values) of one metric, skipping reports without it."""
+        steps, values = [], []
+        for index, row in enumerate(self.rows, 1):
+            value = _number(_flatten(row).get(metric))
+            if value is not None:
+                steps.append(int(row.get("training_iteration", index)))
+                values.append(value)
+        return steps, values
+
+
+def read_run(path: str, name: str | None = None) -> Run:
+    """Read one run directory's files (any that exist)."""
+    run = Run(name=name or os.path.basename(path.rstrip("/")), path=path)
+    results = os.path.join(path, storage.RESULTS_FILE)
+    if os.path.exists(results):
+        with open(results, encoding="utf-8") as f:
+            run.rows = [json.loads(line) for line in f if line.strip()]
+    run.state = _read_json(os.path.join(path, storage.STATE_FILE))
+    run.params = _read_json(os.path.join(path, storage.PARAMS_FILE))
+    error_file = os.path.join(path, storage.ERROR_FILE)
+    if os.path.exists(error_file):
+        with open(error_file, encoding="utf-8") as f:
+            run.error = f.read().strip()
+    elif run.state.get("error"):
+        run.error = str(run.state["error"].get("message", run.state["error"]))
+    return run
+
+
+def find_runs(root: str) -> list[Run]:
+    """Every run under ``root``: its run directories, and the trials of Tune experiments."""
+    found = []
+    for entry in sorted(_subdirs(root)):
+        path = os.path.join(root, entry)
+        if _is_run(path):
+            found.append(read_run(path, entry))
+            continue
+        for trial in sorted(_subdirs(path)):
+            if _is_run(os.path.join(path, trial)):
+                found.append(read_run(os.path.join(path, trial), f"{entry}/{trial}"))
+    return found
+
+
+def best(run: Run, metric: str | None, mode: str | None) -> tuple[str, float] | None:
+    """The best value of ``metric`` (default: the run's score attribute, or its first metric)."""
+    metric = metric or _score_attribute(run) or next(iter(run.metric_names()), None)
+    if metric is None:
+        return None
+    _, values = run.series(metric)
+    if not values:
+        return None
+    mode = mode or _mode(run, metric)
+    return metric, (min(values) if mode == "min" else max(values))
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``lockstep runs`` and its subcommands."""
+    runs = commands.add_parser("runs", help="list, show, plot and compare runs")
+    sub = runs.add_subparsers(dest="runs_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--storage-path",
+        default=None,
+        help=f"where the runs are (default: {flags.DEFAULT_STORAGE_PATH.default})",
+    )
+    common.add_argument("--metric", default=None, help="the metric to rank by")
+    common.add_argument("--mode", choices=("min", "max"), default=None)
+    sub.add_parser("list", parents=[common], help="one line per run")
+    show = sub.add_parser("show", parents=[common], help="configs, metrics, checkpoints, error")
+    show.add_argument("run")
+    plot = sub.add_parser("plot", parents=[common], help="a PNG of metrics per iteration")
+    plot.add_argument("run")
+    plot.add_argument("metrics", nargs="*")
+    plot.add_argument("--output", default=None, help="default: <run>/metrics.png")
+    compare = sub.add_parser("compare", parents=[common], help="runs side by side")
+    compare.add_argument("runs", nargs="+")
+    compare.add_argument("--output", default=None, help="default: ./compare.png")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Carry out ``lockstep runs <command>``; returns the exit code."""
+    root = os.path.expanduser(args.storage_path or flags.DEFAULT_STORAGE_PATH.get())
+    try:
+        if args.runs_command == "list":
+            return _list(root, args)
+        if args.runs_command == "show":
+            return _show(_locate(root, args.run), args)
+        if args.runs_command == "plot":
+            return _plot(_locate(root, args.run), args)
+        return _compare([_locate(root, r) for r in args.runs], args)
+    except LookupError as exc:
+        print(f"lockstep runs: {exc}", file=sys.stderr)
+        return 1
+
+
+def _list(root: str, args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    runs = find_runs(root)
+    if not runs:
+        print(f"no runs under {root}")
+        return 0
+    table = Table("name", "status", "start", "duration", "iterations", "best metric")
+    for run in runs:
+        table.add_row(
+            run.name,
+            run.status,
+            run.start.strftime("%Y-%m-%d %H:%M:%S") if run.start else "-",
+            _duration(run.duration_s),
+            str(run.iterations),
+            _best_text(best(run, args.metric, args.mode)),
+        )
+    Console(width=200).print(table)
+    return 0
+
+
+def _show(run: Run, args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=200)
+    console.print(f"[bold]{run.name}[/bold]  {run.path}")
+    console.print(
+        f"status: {run.status}   iterations: {run.iterations}   "
+        f"duration: {_duration(run.duration_s)}"
+    )
+    config = run.params or (run.rows[-1].get("config") if run.rows else None) or {}
+    console.print("configs:")
+    console.print_json(json.dumps(config, default=repr))
+    if run.rows:
+        last = {
+            k: v for k, v in _flatten(run.rows[-1]).items() if k.split("/")[0] not in _AUTO_KEYS
+        }
+        console.print("last metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in last.items()))
+    checkpoints = run.state.get("checkpoints") or []
+    if checkpoints:
+        table = Table("checkpoint", "iteration", "metrics", title="checkpoints")
+        for record in checkpoints:
+            metrics = ", ".join(f"{k}={_fmt(v)}" for k, v in _flatten(record["metrics"]).items())
+            table.add_row(record["dir_name"], str(record["training_iteration"]), metrics)
+        console.print(table)
+    if run.error:
+        console.print("[red]error:[/red]")
+        console.print(run.error, markup=False, highlight=False)
+    return 0
+
+
+def _plot(run: Run, args: argparse.Namespace) -> int:
+    metrics = args.metrics or run.metric_names()
+    if not metrics:
+        raise LookupError(f"run {run.name!r} reported no numeric metric")
+    output = args.output or os.path.join(run.path, "metrics.png")
+    figure, axes = _figure(len(metrics))
+    for ax, metric in zip(axes, metrics, strict=True):
+        steps, values = run.series(metric)
+        if not values:
+            raise LookupError(
+                f"run {run.name!r} has no metric {metric!r}; it has {', '.join(run.metric_names())}"
+            )
+        ax.plot(steps, values, marker="o", markersize=3)
+        ax.set_title(metric)
+        ax.set_xlabel("training_iteration")
+    figure.suptitle(run.name)
+    _save(figure, output)
+    return 0
+
+
+def _compare(runs: list[Run], args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    metrics = [args.metric] if args.metric else _common_metrics(runs)
+    if not metrics:
+        raise LookupError("the runs share no numeric metric; pick one with --metric")
+    table = Table(
+        "run",
+        "status",
+        "iterations",
+        *(f"{m} (last)" for m in metrics),
+        *(f"{m} (best)" for m in metrics),
+    )
+    figure, axes = _figure(len(metrics))
+    for run in runs:
+        last = [run.series(m)[1][-1:] for m in metrics]
+        bests = [best(run, m, args.mode) for m in metrics]
+        table.add_row(
+            run.name,
+            run.status,
+            str(run.iterations),
+            *(_fmt(v[0]) if v else "-" for v in last),
+            *(_fmt(b[1]) if b else "-" for b in bests),
+        )
+        for ax, metric in zip(axes, metrics, strict=True):
+            ax.plot(*run.series(metric), marker="o", markersize=3, label=run.name)
+    for ax, metric in zip(axes, metrics, strict=True):
+        ax.set_title(metric)
+        ax.set_xlabel("training_iteration")
+        ax.legend()
+    Console(width=200).print(table)
+    _save(figure, args.output or os.path.abspath("compare.png"))
+    return 0
+
+
+def _figure(count: int) -> tuple[Any, list[Any]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = min(count, 3)
+    rows = math.ceil(count / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.2 * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return figure, flat[:count]
+
+
+def _save(figure: Any, output: str) -> None:
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+    if not _show_in_terminal(output):
+        print(output)
+
+
+def _show_in_terminal(path: str) -> bool:
+    """Draw the PNG with a terminal image viewer when there is one and stdout is a terminal."""
+    if not sys.stdout.isatty():
+        return False
+    for name, options in _VIEWERS:
+        viewer = shutil.which(name)
+        if viewer and subprocess.run([viewer, *options, path], check=False).returncode == 0:
+            print(path)
+            return True
+    return False
+
+
+def _locate(root: str, name: str) -> Run:
+    for path in (name, os.path.join(root, name)):
+        if os.path.isdir(path) and _is_run(path):
+            return read_run(path, name)
+    matches = [r for r in find_runs(root) if r.name == name or r.name.endswith(f"/{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    known = ", ".join(r.name for r in find_runs(root)) or "none"
+    raise LookupError(f"no run {name!r} under {root} (runs: {known})")
+
+
+def _is_run(path: str) -> bool:
+    return any(
+        os.path.exists(os.path.join(path, f))
+        for f in (storage.RESULTS_FILE, storage.STATE_FILE, storage.MARKER_FILE)
+    )
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _score_attribute(run: Run) -> str | None:
+    config = run.params.get("run_config", {}).get("checkpoint_config", {})
+    return config.get("checkpoint_score_attribute") if isinstance(config, dict) else None
+
+
+def _mode(run: Run, metric: str) -> str:
+    config = run.params.get("run_config", {}).get("checkpoint_config", {})
+    if isinstance(config, dict) and config.get("checkpoint_score_attribute") == metric:
+        return str(config.get("checkpoint_score_order", "max"))
+    lowered = metric.lower()
+    return "min" if any(w in lowered for w in ("loss", "err", "mse", "mae", "rmse")) else "max"
+
+
+def _common_metrics(runs: list[Run]) -> list[str]:
+    names = [set(r.metric_names()) for r in runs]
+    shared = set.intersection(*names) if names else set()
+    return [m for m in runs[0].metric_names() if m in shared][:6] if runs else []
+
+
+def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict) and key != "config":
+            flat.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _best_text(found: tuple[str, float] | None) -> str:
+    return f"{found[0]}={_fmt(found[1])}" if found else "-"
+
+
+def run_command(argv: Sequence[str]) -> int:
+    """``lockstep runs ...`` from a list of arguments (for tests and scripts).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as root:
+        ...     run_command(["list", "--storage-path", root])  # doctest: +ELLIPSIS
+        no runs under ...
+        0
+    """
+    top = argparse.ArgumentParser(prog="lockstep")
+    add_parser(top.add_subparsers(dest="command", required=True))
+    return main(top.parse_args(["runs", *argv]))

@@ -1,0 +1,112 @@
+"""LoggerCallback: Ray Tune's logging interface on top of the one callback protocol."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+from lockstep._core.callback import Callback, Trial
+
+
+class LoggerCallback(Callback):
+    """Logs each trial's start, results and end; as ``ray.tune.logger.LoggerCallback``.
+
+    Override the ``log_trial_*`` methods; the :class:`Callback` hooks call them. The same
+    subclass serves a Train run (``RunConfig(callbacks=[...])``, the run being the only
+    trial) and a Tune experiment (one call per trial). Close files in
+    :meth:`log_trial_end`.
+
+    Example:
+        >>> class PrintLoss(LoggerCallback):
+        ...     def log_trial_result(self, iteration, trial, result):
+        ...         print(trial, result["training_iteration"], result["loss"])
+        >>> trial = Trial(trial_id="t1", config={}, path="/tmp")
+        >>> PrintLoss().on_trial_result(1, [trial], trial, {"training_iteration": 1, "loss": 0.5})
+        t1 1 0.5
+    """
+
+    def log_trial_start(self, trial: Trial) -> None:
+        """Called when a trial starts (or restarts)."""
+
+    def log_trial_restore(self, trial: Trial) -> None:
+        """Called when a trial is restored from a checkpoint."""
+
+    def log_trial_save(self, trial: Trial) -> None:
+        """Called after a checkpoint of the trial is committed."""
+
+    def log_trial_result(self, iteration: int, trial: Trial, result: dict[str, Any]) -> None:
+        """Called for each result, with ``training_iteration`` and the other auto-filled keys."""
+
+    def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
+        """Called once when a trial ends; ``failed`` when it ended with an error."""
+
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self.log_trial_start(trial)
+
+    def on_trial_result(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        result: dict[str, Any],
+        **info: Any,
+    ) -> None:
+        self.log_trial_result(iteration, trial, result)
+
+    def on_checkpoint(
+        self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any
+    ) -> None:
+        self.log_trial_save(trial)
+
+    def on_trial_complete(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self.log_trial_end(trial, failed=False)
+
+    def on_trial_error(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self.log_trial_end(trial, failed=True)
+
+
+def flatten_dict(row: Mapping[str, Any], delimiter: str = "/", prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` becomes ``{"a/b": 1}``, as Ray's loggers flatten results.
+
+    Example:
+        >>> flatten_dict({"a": {"b": 1}, "c": 2})
+        {'a/b': 1, 'c': 2}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_dict(value, delimiter, f"{name}{delimiter}"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def scalar(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (numpy ones too) and not NaN."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def to_json(value: Any) -> str:
+    """One JSON line; values JSON cannot hold (arrays, objects) become lists or their repr."""
+    return json.dumps(value, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return repr(value)
