@@ -45,13 +45,22 @@ def checkpoint_dir_name(index: int) -> str:
     return f"{CHECKPOINT_PREFIX}{index:06d}"
 
 
-def staging_dir_name(step: int, rank: int | None = None) -> str:
+def attempt_staging_dir(attempt: int) -> str:
+    """Where the workers of one attempt stage their checkpoints: ``.staging/attempt_000002``.
+
+    The driver names it and sends it to the workers; a worker of an attempt that was given
+    up (a Ray actor still writing, say) writes where nothing will be committed.
+    """
+    return posixpath.join(STAGING_DIR, f"attempt_{attempt:06d}")
+
+
+def staging_dir_name(step: int, rank: int | None = None, *, root: str = STAGING_DIR) -> str:
     """Where the workers write their parts of the checkpoint reported at ``step``.
 
     Each rank writes into its own subdirectory, so that two ranks writing a file of the same
     name never interleave; the commit merges them.
     """
-    step_dir = posixpath.join(STAGING_DIR, f"step_{step:09d}")
+    step_dir = posixpath.join(root, f"step_{step:09d}")
     return step_dir if rank is None else posixpath.join(step_dir, f"rank_{rank:05d}")
 
 

@@ -17,11 +17,10 @@ from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
-from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.executor_choice import (
     choose_executor,
     make_worker_group,
@@ -135,18 +134,13 @@ class DataParallelTrainer:
             if self.preprocessor is not None
             else None
         )
-        checkpoints = CheckpointManager.open(
-            run_dir, self.run_config.checkpoint_config, checkpoint_metadata
-        )
-        run_log = RunLog(run_dir)
-        _continue_numbering(checkpoints, run_log)
-        run_log.write_params(self._params())
+        record = RunRecord.open(run_dir, self.run_config.checkpoint_config, checkpoint_metadata)
+        record.write_params(self._params())
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         return TrainController(
             make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
             spec=self._spec(run_dir, datasets),
-            checkpoints=checkpoints,
-            run_log=run_log,
+            record=record,
             failure_policy=FailurePolicy(self.run_config.failure_config),
             progress=Progress(
                 name=self.run_config.name or "",
@@ -440,14 +434,6 @@ def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
             "HINT: pass RunConfig(storage_path=...) naming a directory you can write to"
         ) from exc
     return run_dir
-
-
-def _continue_numbering(checkpoints: CheckpointManager, run_log: RunLog) -> None:
-    # Steps logged after the last snapshot (a crash between them) keep their numbers.
-    last = run_log.last_row
-    if last is not None:
-        state = checkpoints.state
-        state.training_iteration = max(state.training_iteration, int(last["training_iteration"]))
 
 
 def _split_run_path(run_dir: storage.StorageDir) -> tuple[str, str]:

@@ -15,15 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lockstep._core import storage
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result, user_metrics
-from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
@@ -74,8 +72,7 @@ class TrainController:
         *,
         make_worker_group: Callable[[], WorkerGroup],
         spec: WorkerGroupSpec,
-        checkpoints: CheckpointManager,
-        run_log: RunLog,
+        record: RunRecord,
         failure_policy: FailurePolicy,
         progress: Progress,
         callbacks: Sequence[UserCallback] = (),
@@ -83,8 +80,7 @@ class TrainController:
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
-        self._checkpoints = checkpoints
-        self._run_log = run_log
+        self._run_record = record
         self._policy = failure_policy
         self._progress = progress
         self._callbacks = callbacks
@@ -94,17 +90,13 @@ class TrainController:
         self._failures: dict[int, WorkerFailure] = {}
         self._return_values: dict[int, bytes] = {}
         self._last_metrics: dict[str, Any] | None = None
-        last = run_log.last_row
-        self._time_offset = float(last["time_total_s"]) if last else 0.0
-        self._started = time.monotonic()
-        self._spec_offset = 0
         self.state: State = Starting(attempt=0)
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise)."""
-        resumed = self._checkpoints.state.latest
+        resumed = self._run_record.state.latest
         self._progress.start(
-            resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
+            resumed_from=resumed, iteration=self._run_record.state.training_iteration
         )
         outcome = "interrupted"
         try:
@@ -130,21 +122,20 @@ class TrainController:
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
-        self._checkpoints.remove_uncommitted()
+        staging_dir = self._run_record.start_attempt(state.attempt)
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
         self._return_values = {}  # only the attempt that succeeds returns
         spec = dataclasses.replace(
             self._spec,
-            checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
-            step_offset=self._checkpoints.state.training_iteration,
+            checkpoint=self._run_record.latest_checkpoint or self._resume_from,
+            staging_dir=staging_dir,
         )
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
-        self._spec_offset = spec.step_offset
         self._progress.workers_started()
         return Running(attempt=state.attempt)
 
@@ -178,36 +169,25 @@ class TrainController:
             failures[event.failure.rank] = event.failure
 
     def _record(self, step: Step) -> None:
-        """Write one complete step: commit its checkpoint, log it, tell callbacks."""
-        state = self._checkpoints.state
-        state.training_iteration += 1
-        iteration = state.training_iteration
-        checkpoint = None
-        if step.checkpointed:
-            staged = storage.staging_dir_name(self._spec_offset + step.index)
-            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration)
+        """Record one complete step (its checkpoint committed), then tell the workers and
+        the callbacks."""
+        checkpoint = self._run_record.record_step(
+            step.metrics, staged=step.staged, timestamp=step.reports[0].time
+        )
+        if checkpoint is not None:
             assert self._group is not None
             self._group.notify(CheckpointCommitted(step.index, checkpoint))
         self._last_metrics = dict(step.metrics)
-        self._run_log.append(
-            {
-                **step.metrics,
-                "training_iteration": iteration,
-                "timestamp": step.reports[0].time,
-                "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": state.latest if checkpoint else None,
-            }
-        )
-        if checkpoint is not None:
-            self._run_log.flush()
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
-        self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
+        state = self._run_record.state
+        latest = state.latest if checkpoint else None
+        self._progress.step(state.training_iteration, step.metrics, latest)
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
-        self._checkpoints.state.num_failures += 1
+        self._run_record.record_failure()
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
         if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
@@ -216,16 +196,8 @@ class TrainController:
 
     def _close(self, outcome: str) -> None:
         self._stop_group()
-        self._checkpoints.remove_uncommitted()
-        state = self._checkpoints.state
-        if isinstance(self.state, Finished):
-            state.status = "finished"
-        elif isinstance(self.state, Errored):
-            state.status = "errored"
-            state.error = _error_record(self.state.error)
-            self._write_error_file(self.state.error)
-        self._run_log.close()
-        self._checkpoints.save()
+        error = self.state.error if isinstance(self.state, Errored) else None
+        self._run_record.close(error, finished=isinstance(self.state, Finished))
         self._progress.stop(outcome)
 
     def _stop_group(self) -> None:
@@ -233,18 +205,14 @@ class TrainController:
             group, self._group = self._group, None
             group.shutdown()
 
-    def _write_error_file(self, error: TrainingFailedError) -> None:
-        run_dir = self._spec.run_dir
-        run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
-
     def _result(self) -> Result:
         metrics = self._last_metrics
-        if metrics is None and self._run_log.last_row is not None:
-            metrics = user_metrics(self._run_log.last_row)
+        if metrics is None and self._run_record.last_row is not None:
+            metrics = user_metrics(self._run_record.last_row)
         values = self.return_values()
         return Result.from_state(
             self._spec.run_dir,
-            self._checkpoints.state,
+            self._run_record.state,
             last_metrics=metrics,
             return_value=values[0] if values else None,
         )
@@ -281,15 +249,3 @@ def _usage_failure(rank: int, message: str) -> WorkerFailure:
     return WorkerFailure(
         rank=rank, pid=None, kind="usage", summary=message, time=time.time(), retryable=False
     )
-
-
-def _error_record(error: TrainingFailedError) -> dict[str, Any]:
-    failures = {
-        str(rank): {
-            field.name: getattr(f, field.name)
-            for field in dataclasses.fields(f)
-            if field.name != "exception"
-        }
-        for rank, f in error.worker_failures.items()
-    }
-    return {"message": str(error), "failures": failures}

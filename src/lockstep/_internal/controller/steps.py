@@ -31,6 +31,11 @@ class Step:
     def checkpointed(self) -> bool:
         return any(r.checkpointed for r in self.reports)
 
+    @property
+    def staged(self) -> str | None:
+        """Where the workers staged this step's checkpoint, as they said; None without one."""
+        return next((r.staged for r in self.reports if r.staged is not None), None)
+
 
 class StepAggregator:
     """Collects reports from ``world_size`` workers; reports are not a barrier.

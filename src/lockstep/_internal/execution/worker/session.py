@@ -99,7 +99,7 @@ class Session:
         clean = clean_metrics(metrics)
         check_reserved(clean)
         step = self._num_reports
-        reply = None
+        reply = staged = None
         if checkpoint is not None:
             if not isinstance(checkpoint, Checkpoint):
                 raise UsageError(
@@ -107,11 +107,10 @@ class Session:
                     " HINT: checkpoint=Checkpoint.from_directory(dir)"
                 )
             check_score(clean, self._start.score_attribute)
-            self._stage(checkpoint, step)
+            staged = self._stage(checkpoint, step)
             reply = self._expect("checkpoint", step)
-        self._send(
-            Report(self.context.world_rank, step, clean, checkpoint is not None, time.time())
-        )
+        rank = self.context.world_rank
+        self._send(Report(rank, step, clean, checkpoint is not None, time.time(), staged))
         self._num_reports += 1
         if reply is not None:
             reply.wait()
@@ -151,15 +150,17 @@ class Session:
         """Stop expecting messages; the driver's end may now close without alarm."""
         self._closing = True
 
-    def _stage(self, checkpoint: Checkpoint, step: int) -> None:
+    def _stage(self, checkpoint: Checkpoint, step: int) -> str:
+        """Upload the files into this rank's part of the step; return the step's directory."""
         if checkpoint.is_local and not os.path.isdir(checkpoint.path):
             raise UsageError(
                 f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
                 "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
             )
+        root, rank = self._start.staging_dir, self.context.world_rank
         with checkpoint.as_directory() as local_dir:
-            step_dir = staging_dir_name(self._start.step_offset + step, self.context.world_rank)
-            self._start.run_dir.upload_dir(local_dir, step_dir)
+            self._start.run_dir.upload_dir(local_dir, staging_dir_name(step, rank, root=root))
+        return staging_dir_name(step, root=root)
 
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives

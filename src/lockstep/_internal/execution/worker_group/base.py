@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._core.storage import StorageDir
+from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
@@ -46,7 +46,7 @@ class WorkerGroupSpec:
     backend: Backend
     run_dir: StorageDir
     checkpoint: Checkpoint | None = None
-    step_offset: int = 0
+    staging_dir: str = STAGING_DIR
     score_attribute: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     datasets: list[dict[str, Any]] = field(default_factory=list)
@@ -62,7 +62,7 @@ class WorkerGroupSpec:
             backend=self.backend,
             run_dir=self.run_dir,
             checkpoint=self.checkpoint,
-            step_offset=self.step_offset,
+            staging_dir=self.staging_dir,
             score_attribute=self.score_attribute,
             datasets=self.datasets[rank] if self.datasets else {},
             sys_path=self.sys_path,

@@ -1,0 +1,136 @@
+"""RunRecord: the one owner of a run's record on disk, the RunState snapshot and the run log.
+
+The controller says what happened through three verbs, :meth:`RunRecord.record_step`,
+:meth:`RunRecord.record_failure` and :meth:`RunRecord.close`; nothing else changes the
+RunState. The checkpoint manager is the record's part that commits and retains
+checkpoints, and is reached only through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from lockstep._core import storage
+from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.config import CheckpointConfig
+from lockstep._core.errors import TrainingFailedError
+from lockstep._core.run_state import RunState
+from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+from lockstep._internal.controller.run_log import RunLog
+
+
+class RunRecord:
+    """What a run has done so far, kept in its run directory.
+
+    Args:
+        checkpoints: Commits and retains checkpoints; owns nothing else.
+        run_log: result.json and progress.csv.
+    """
+
+    def __init__(self, checkpoints: CheckpointManager, run_log: RunLog) -> None:
+        self._checkpoints = checkpoints
+        self._run_log = run_log
+        self.run_dir = checkpoints.run_dir
+        last = run_log.last_row
+        self._time_offset = float(last["time_total_s"]) if last else 0.0
+        self._started = time.monotonic()
+        if last is not None:
+            # Steps logged after the last snapshot (a crash between them) keep their numbers.
+            state = checkpoints.state
+            state.training_iteration = max(
+                state.training_iteration, int(last["training_iteration"])
+            )
+
+    @classmethod
+    def open(
+        cls,
+        run_dir: storage.StorageDir,
+        config: CheckpointConfig,
+        checkpoint_metadata: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        """The record of ``run_dir``, continuing where an earlier run of it stopped.
+
+        ``checkpoint_metadata`` is added to every checkpoint's metadata.
+        """
+        checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
+        return cls(checkpoints, RunLog(run_dir))
+
+    @property
+    def state(self) -> RunState:
+        """The snapshot, to read; only the verbs below change it."""
+        return self._checkpoints.state
+
+    @property
+    def latest_checkpoint(self) -> Checkpoint | None:
+        return self._checkpoints.latest_checkpoint
+
+    @property
+    def last_row(self) -> dict[str, Any] | None:
+        return self._run_log.last_row
+
+    def write_params(self, params: Mapping[str, Any]) -> None:
+        self._run_log.write_params(params)
+
+    def start_attempt(self, attempt: int) -> str:
+        """Clear what an earlier attempt left uncommitted; return where this attempt's
+        workers stage their checkpoints (sent to them, echoed back in their reports)."""
+        self._checkpoints.remove_uncommitted()
+        return storage.attempt_staging_dir(attempt)
+
+    def record_step(
+        self, metrics: Mapping[str, Any], *, staged: str | None, timestamp: float
+    ) -> Checkpoint | None:
+        """One complete step: commit its checkpoint (staged in ``staged``), log its line.
+
+        Returns the committed checkpoint, or None for a step without one.
+        """
+        state = self.state
+        state.training_iteration += 1
+        checkpoint = None
+        if staged is not None:
+            checkpoint = self._checkpoints.commit(staged, dict(metrics), state.training_iteration)
+        self._run_log.append(
+            {
+                **metrics,
+                "training_iteration": state.training_iteration,
+                "timestamp": timestamp,
+                "time_total_s": self._time_offset + time.monotonic() - self._started,
+                "checkpoint_dir_name": state.latest if checkpoint else None,
+            }
+        )
+        if checkpoint is not None:
+            self._run_log.flush()
+        return checkpoint
+
+    def record_failure(self) -> None:
+        """The worker group failed (once, however many of its workers did)."""
+        self.state.num_failures += 1
+
+    def close(self, error: TrainingFailedError | None = None, *, finished: bool = False) -> None:
+        """End the record: ``finished``, failed with ``error``, or neither (interrupted,
+        to be continued by ``restore``)."""
+        self._checkpoints.remove_uncommitted()
+        state = self.state
+        if finished:
+            state.status = "finished"
+        elif error is not None:
+            state.status = "errored"
+            state.error = _error_record(error)
+            self.run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
+        self._run_log.close()
+        self._checkpoints.save()
+
+
+def _error_record(error: TrainingFailedError) -> dict[str, Any]:
+    failures = {
+        str(rank): {
+            field.name: getattr(f, field.name)
+            for field in dataclasses.fields(f)
+            if field.name != "exception"
+        }
+        for rank, f in error.worker_failures.items()
+    }
+    return {"message": str(error), "failures": failures}
