@@ -88,7 +88,10 @@ class WorkerGroup(Protocol):
 class ConnectedWorkerGroup(abc.ABC):
     """A worker group whose workers each hold one connection to the driver.
 
-    Subclasses launch the workers and say what a lost connection means.
+    The connections, the ranks that are done and the collective relay are this class's
+    alone. A subclass answers the abstract hooks: each rank's context, launching the
+    workers, what a lost connection means, stopping them; and, optionally, what else
+    shows a worker's end (:meth:`_exit_waitables`).
     """
 
     def __init__(self) -> None:
@@ -96,7 +99,6 @@ class ConnectedWorkerGroup(abc.ABC):
         self._ranks: dict[int, int] = {}  # id(connection) -> rank
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
-        self._extra_waitables: dict[Any, int] = {}
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -107,28 +109,32 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
+        ends = self._exit_waitables()
         waitables = [c for r, c in self._conns.items() if r not in self._done]
-        waitables += [w for w, r in self._extra_waitables.items() if r not in self._done]
+        waitables += [w for w, r in ends.items() if r not in self._done]
         if not waitables:
             return events
         for ready in wait(waitables, timeout):
-            if ready in self._extra_waitables:
-                rank = self._extra_waitables[ready]
-                self._drain(rank, events)
+            if ready in ends:
+                self._drain(ends[ready], events)
             else:
                 self._receive(self._ranks[id(ready)], events)
         return events
 
     def notify(self, message: CheckpointCommitted) -> None:
-        for rank, conn in self._conns.items():
-            if rank not in self._done:
-                self._send(conn, message)
+        self._send_running(message)
 
     def shutdown(self) -> None:
-        self._stop_workers()
+        self._stop_workers(frozenset(self._done))
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
+
+    def _send_running(self, message: object) -> None:
+        """Send ``message`` to every worker that has not finished."""
+        for rank, conn in self._conns.items():
+            if rank not in self._done:
+                self._send(conn, message)
 
     @abc.abstractmethod
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
@@ -146,8 +152,14 @@ class ConnectedWorkerGroup(abc.ABC):
         """The failure record of a worker whose connection closed before it finished."""
 
     @abc.abstractmethod
-    def _stop_workers(self) -> None:
-        """Stop every worker still running and wait until they are gone."""
+    def _stop_workers(self, finished: frozenset[int]) -> None:
+        """Stop every worker still running and wait until they are gone; the ranks in
+        ``finished`` returned or failed already."""
+
+    def _exit_waitables(self) -> dict[Any, int]:
+        """Objects (for ``multiprocessing.connection.wait``) that become ready when a
+        worker ends, by rank: seen even while a child of the worker holds its connection."""
+        return {}
 
     def _receive(self, rank: int, events: list[WorkerEvent]) -> None:
         """Take everything the worker has sent so far (not just one message per wait)."""
