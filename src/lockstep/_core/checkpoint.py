@@ -92,7 +92,7 @@ class Checkpoint:
         return self._dir().is_local
 
     def _dir(self) -> storage.StorageDir:
-        return storage.StorageDir(self._fs, self.path)
+        return storage.StorageDir.of(self._fs, self.path)
 
     @property
     def uri(self) -> str:

@@ -138,7 +138,13 @@ class StorageDir(abc.ABC):
     @classmethod
     def from_uri(cls, uri: str | os.PathLike[str]) -> StorageDir:
         fs, path = resolve(uri)
-        return StorageDir(fs, path)
+        return StorageDir.of(fs, path)
+
+    @staticmethod
+    def of(fs: AbstractFileSystem | None, path: str) -> StorageDir:
+        """``StorageDir(fs, path)``, typed as the interface (the class itself is abstract)."""
+        kind = LocalDir if fs is None or _is_local(fs) else FsspecDir
+        return kind(fs, path)
 
     @property
     def is_local(self) -> bool:

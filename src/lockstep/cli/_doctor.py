@@ -84,7 +84,7 @@ def check_nccl() -> BackendCheck:
     import torch
     import torch.distributed as dist
 
-    from lockstep._core import gpus
+    from lockstep._internal.execution.worker_group.process import gpus
 
     cuda_wheel = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
     if not gpus.visible_gpus():

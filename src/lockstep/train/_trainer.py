@@ -409,7 +409,7 @@ DataParallelTrainer.Spec = TrainerSpec
 DataParallelTrainer.__signature__ = TrainerSpec.signature()  # type: ignore[attr-defined]
 
 
-def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | None) -> bool:
+def _check_train_function(fn: Callable[..., Any] | None, config: Mapping[str, Any] | None) -> bool:
     """Check ``fn`` takes zero or one argument; return whether it takes the config."""
     if not callable(fn):
         raise ValueError(
@@ -563,7 +563,7 @@ def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
     assert run_config.name is not None and run_config.storage_path is not None
     if run_config.storage_filesystem is not None:
         fs = pyarrow_fs.to_fsspec(run_config.storage_filesystem)
-        root = storage.StorageDir(fs, os.fspath(run_config.storage_path))
+        root = storage.StorageDir.of(fs, os.fspath(run_config.storage_path))
     else:
         root = storage.StorageDir.from_uri(run_config.storage_path)
     run_dir = root.child(run_config.name)
