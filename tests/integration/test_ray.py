@@ -197,7 +197,8 @@ def test_ctrl_c_releases_the_placement_group(ray_cluster, tmp_path):
     finally:
         driver.kill()
         driver.wait()
-    assert "KeyboardInterrupt" in err
+    # stopped on Ctrl-C: the workers are stopped and the program ends as a shell's does
+    assert driver.returncode == 130, err
     deadline = time.monotonic() + 30
     while live_placement_groups() and time.monotonic() < deadline:
         time.sleep(0.2)
