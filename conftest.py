@@ -1,7 +1,8 @@
 """Fixtures shared by every test, and the guard that fails a test which leaks.
 
-Each test must leave no child process, no thread, no environment variable change and no
-``lockstep-*`` temporary file behind.
+Each test must leave no child process, no thread, no environment variable change, no
+``lockstep-*`` temporary file and no new entry in the working directory behind (a path
+such as ``s3://bucket/x`` handed to ``os`` by mistake becomes a local ``s3:`` tree there).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     base.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(base)
     tempfile.tempdir = str(base)
+    # Hypothesis keeps its example database under the working directory by default.
+    from hypothesis import configuration
+
+    configuration.set_hypothesis_home_dir(base / "hypothesis")
     # Every process this session starts inherits the mark, Ray's daemons included, so the
     # session can find them at its end even after they were orphaned.
     os.environ[SESSION_MARK] = f"{os.getpid()}-{worker}"
@@ -51,6 +56,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # system's temp directory after a run.
     if _BASE in config.stash:
         shutil.rmtree(config.stash[_BASE], ignore_errors=True)
+
+
+# The directory pytest was started in (the checkout, usually): nothing may appear in it.
+WORKING_DIR = os.getcwd()
 
 
 def _children() -> set[int]:
@@ -98,6 +107,10 @@ def _temp_files() -> set[str]:
     return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("lockstep-")}
 
 
+def _working_dir() -> set[str]:
+    return set(os.listdir(WORKING_DIR))
+
+
 def _settle(check, timeout: float = 2.0):  # type: ignore[no-untyped-def]
     """Threads and processes already told to stop may take a moment to be gone."""
     deadline = time.monotonic() + timeout
@@ -111,6 +124,7 @@ def _settle(check, timeout: float = 2.0):  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     children, threads, env, files = _children(), _threads(), _environment(), _temp_files()
+    working_dir = _working_dir()
     yield
     leaked_children = _settle(lambda: _children() - children)
     leaked_threads = _settle(lambda: {t for t in _threads() - threads if t.is_alive()})
@@ -129,6 +143,10 @@ def no_leaks() -> Iterator[None]:
         problems.append(f"environment changed: {sorted(k for k, _ in changed)}")
     if leftover := _temp_files() - files:
         problems.append(f"temporary files left: {sorted(leftover)}")
+    if written := _working_dir() - working_dir:
+        problems.append(
+            f"files written into the working directory {WORKING_DIR}: {sorted(written)}"
+        )
     if problems:
         pytest.fail("; ".join(problems))
 

@@ -13,6 +13,7 @@ import pytest
 import lockstep.data as ld
 from lockstep import train
 from lockstep.data.preprocessors import StandardScaler
+from lockstep.testing import fit_all_ranks
 from lockstep.train import BatchPredictor, CheckpointConfig, DataConfig, RunConfig, ScalingConfig
 from lockstep.train.lightgbm import (
     LightGBMPredictor,
@@ -139,10 +140,11 @@ def test_get_network_params_outside_a_worker_warns():
 
 
 def test_each_worker_builds_its_dataset_from_its_shard_only(tmp_path):
-    controller = classic(tmp_path, num_boost_round=2)._controller()
-    controller.run()
     half_valid = (569 - NUM_TRAIN) // 2
-    assert controller.return_values() == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+    assert (
+        fit_all_ranks(classic(tmp_path, num_boost_round=2))
+        == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+    )
     whole_valid = classic(
         tmp_path, num_boost_round=2, dataset_config=DataConfig(datasets_to_split=["train"])
     ).fit()

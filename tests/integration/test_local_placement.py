@@ -12,6 +12,7 @@ import pytest
 
 import lockstep.data as ld
 from lockstep import train
+from lockstep.testing import fit_all_ranks
 from lockstep.train import DataParallelTrainer, ScalingConfig
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -31,9 +32,7 @@ def test_workers_that_take_every_cpu_are_bound_to_cpus_of_their_own(run_config):
         scaling_config=ScalingConfig(num_workers=len(CPUS)),
         run_config=run_config,
     )
-    controller = trainer._controller()
-    controller.run()
-    assert controller.return_values() == [(rank, [cpu]) for rank, cpu in enumerate(CPUS)]
+    assert fit_all_ranks(trainer) == [(rank, [cpu]) for rank, cpu in enumerate(CPUS)]
 
 
 @pytest.mark.parametrize("extra", [-1, 1])
@@ -74,9 +73,7 @@ def test_in_memory_shards_arrive_through_shared_memory_files_that_are_removed(ru
         scaling_config=ScalingConfig(num_workers=2),
         run_config=run_config,
     )
-    controller = trainer._controller()
-    controller.run()
-    (sum0, mapped0), (sum1, mapped1) = controller.return_values()
+    (sum0, mapped0), (sum1, mapped1) = fit_all_ranks(trainer)
     assert sum0 + sum1 == x.sum() and sum0 == x[:500].sum()
     # each worker reads its shard from a mapped file, whose name it removed at once
     for mapped in (mapped0, mapped1):

@@ -14,6 +14,7 @@ import lockstep.data as ld
 from lockstep import train
 from lockstep._internal.execution.worker_group.process import gpus
 from lockstep.data.preprocessors import BatchMapper, Chain, Repartitioner, Scaler, StandardScaler
+from lockstep.testing import fit_all_ranks
 from lockstep.train import (
     BatchPredictor,
     CheckpointConfig,
@@ -69,10 +70,8 @@ def test_breast_cancer_on_two_workers(tmp_path):
 
 def test_each_worker_builds_its_dmatrix_from_its_shard_only(tmp_path):
     trainer = classic(tmp_path, num_boost_round=2)
-    controller = trainer._controller()  # every rank's return value, as Trainer.run gives
-    controller.run()
     half_valid = (569 - NUM_TRAIN) // 2
-    assert controller.return_values() == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+    assert fit_all_ranks(trainer) == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
 
     whole_valid = classic(
         tmp_path, num_boost_round=2, dataset_config=DataConfig(datasets_to_split=["train"])

@@ -89,7 +89,10 @@ class Checkpoint:
 
     @property
     def is_local(self) -> bool:
-        return self._fs is None or storage.StorageDir(self._fs, self.path).is_local
+        return self._dir().is_local
+
+    def _dir(self) -> storage.StorageDir:
+        return storage.StorageDir.of(self._fs, self.path)
 
     @property
     def uri(self) -> str:
@@ -102,10 +105,7 @@ class Checkpoint:
         Without ``path``, a new temporary directory is created; the caller owns it.
         """
         target = os.fspath(path) if path is not None else tempfile.mkdtemp(prefix="lockstep-ckpt-")
-        if self.is_local:
-            shutil.copytree(self.path, target, dirs_exist_ok=True)
-        else:
-            storage.download_dir(self._fsspec, self.path, target)
+        self._dir().download("", target)
         return target
 
     @contextlib.contextmanager
@@ -249,9 +249,7 @@ class Checkpoint:
         )
 
     def _join(self, name: str) -> str:
-        if self.is_local:
-            return os.path.join(self.path, name)
-        return self.path.rstrip("/") + "/" + name
+        return self._dir().join(name)
 
     def __fspath__(self) -> str:
         raise TypeError(

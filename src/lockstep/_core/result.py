@@ -90,7 +90,7 @@ class Result:
             FileNotFoundError: ``path`` holds no lockstep run.
         """
         run_dir = (
-            storage.StorageDir(pyarrow_fs.to_fsspec(storage_filesystem), os.fspath(path))
+            storage.StorageDir.of(pyarrow_fs.to_fsspec(storage_filesystem), os.fspath(path))
             if storage_filesystem is not None
             else storage.StorageDir.from_uri(path)
         )

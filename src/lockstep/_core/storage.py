@@ -17,10 +17,11 @@ Layout of ``{storage_path}/{name}/``::
 
 from __future__ import annotations
 
+import abc
 import os
 import posixpath
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -44,13 +45,22 @@ def checkpoint_dir_name(index: int) -> str:
     return f"{CHECKPOINT_PREFIX}{index:06d}"
 
 
-def staging_dir_name(step: int, rank: int | None = None) -> str:
+def attempt_staging_dir(attempt: int) -> str:
+    """Where the workers of one attempt stage their checkpoints: ``.staging/attempt_000002``.
+
+    The driver names it and sends it to the workers; a worker of an attempt that was given
+    up (a Ray actor still writing, say) writes where nothing will be committed.
+    """
+    return posixpath.join(STAGING_DIR, f"attempt_{attempt:06d}")
+
+
+def staging_dir_name(step: int, rank: int | None = None, *, root: str = STAGING_DIR) -> str:
     """Where the workers write their parts of the checkpoint reported at ``step``.
 
     Each rank writes into its own subdirectory, so that two ranks writing a file of the same
     name never interleave; the commit merges them.
     """
-    step_dir = posixpath.join(STAGING_DIR, f"step_{step:09d}")
+    step_dir = posixpath.join(root, f"step_{step:09d}")
     return step_dir if rank is None else posixpath.join(step_dir, f"rank_{rank:05d}")
 
 
@@ -95,8 +105,31 @@ def _is_local(fs: AbstractFileSystem) -> bool:
     return protocol in ("file", "local")
 
 
-class StorageDir:
-    """A directory on a local or fsspec filesystem, addressed by paths relative to it."""
+class StorageDir(abc.ABC):
+    """A directory on a local or fsspec filesystem, addressed by paths relative to it.
+
+    The one interface for everything that writes a run directory (run log, run state,
+    checkpoints, fault counters). Two implementations: :class:`LocalDir` (plain files:
+    renames are atomic, files can be appended to) and :class:`FsspecDir` (object stores:
+    whole-object uploads, no append). ``StorageDir(fs, path)`` picks the right one, as
+    ``pathlib.Path(...)`` picks the flavour of path.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     run = StorageDir.from_uri(d)
+        ...     run.write_atomic("state.json", b"{}")
+        ...     (type(run).__name__, run.listdir(), run.can_append)
+        ('LocalDir', ['state.json'], True)
+    """
+
+    can_append: ClassVar[bool]
+    """Whether a file can be appended to in place (an object store rewrites it whole)."""
+
+    def __new__(cls, fs: AbstractFileSystem | None = None, path: str = "") -> StorageDir:
+        if cls is StorageDir:
+            cls = LocalDir if fs is None or _is_local(fs) else FsspecDir
+        return super().__new__(cls)
 
     def __init__(self, fs: AbstractFileSystem | None, path: str) -> None:
         self._fs = fs
@@ -105,11 +138,17 @@ class StorageDir:
     @classmethod
     def from_uri(cls, uri: str | os.PathLike[str]) -> StorageDir:
         fs, path = resolve(uri)
-        return cls(fs, path)
+        return StorageDir.of(fs, path)
+
+    @staticmethod
+    def of(fs: AbstractFileSystem | None, path: str) -> StorageDir:
+        """``StorageDir(fs, path)``, typed as the interface (the class itself is abstract)."""
+        kind = LocalDir if fs is None or _is_local(fs) else FsspecDir
+        return kind(fs, path)
 
     @property
     def is_local(self) -> bool:
-        return self._fs is None or _is_local(self._fs)
+        return isinstance(self, LocalDir)
 
     @property
     def fs(self) -> AbstractFileSystem:
@@ -121,34 +160,168 @@ class StorageDir:
     def uri(self) -> str:
         return display_uri(self._fs, self.path)
 
-    def join(self, *parts: str) -> str:
-        if self.is_local:
-            return os.path.join(self.path, *parts)
-        return posixpath.join(self.path, *parts)
-
     def child(self, *parts: str) -> StorageDir:
-        return StorageDir(self._fs, self.join(*parts))
+        return type(self)(self._fs, self.join(*parts))
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open(self.join(rel), "rb") as f:
+            data: bytes = f.read()
+        return data
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def merge_into(self, src_rel: str, dst_rel: str) -> None:
+        """Move every file under ``src_rel`` into ``dst_rel``, replacing same-named ones."""
+        for rel in self._files(src_rel):
+            self._move_file(f"{src_rel}/{rel}", f"{dst_rel}/{rel}")
+        self.remove(src_rel)
+
+    def upload_dir(self, local_dir: str, dst_rel: str) -> None:
+        """Copy every file under the local ``local_dir`` into ``dst_rel``, merging."""
+        self.makedirs(dst_rel)  # an empty checkpoint is still a checkpoint
+        for rel in _walk_files(local_dir):
+            self.put_file(os.path.join(local_dir, rel), f"{dst_rel}/{rel.replace(os.sep, '/')}")
+
+    @abc.abstractmethod
+    def join(self, *parts: str) -> str:
+        """The full path of ``parts`` under this directory."""
+
+    @abc.abstractmethod
+    def exists(self, rel: str = "") -> bool: ...
+
+    @abc.abstractmethod
+    def makedirs(self, rel: str = "") -> None: ...
+
+    @abc.abstractmethod
+    def listdir(self) -> list[str]:
+        """Names (not paths) of the entries in this directory; empty if it does not exist."""
+
+    @abc.abstractmethod
+    def write_atomic(self, rel: str, data: bytes) -> None:
+        """Replace the file ``rel`` with ``data`` so that readers see the old or new bytes."""
+
+    @abc.abstractmethod
+    def open_append(self, rel: str) -> IO[str]:
+        """The text file ``rel`` opened for appending; only where :attr:`can_append`."""
+
+    @abc.abstractmethod
+    def move(self, src_rel: str, dst_rel: str) -> None:
+        """Move a file or directory; a local directory moves atomically (one rename)."""
+
+    @abc.abstractmethod
+    def remove(self, rel: str) -> None:
+        """Delete a file or a directory tree; missing is fine."""
+
+    @abc.abstractmethod
+    def put_file(self, local_path: str, rel: str) -> None:
+        """Copy the local file ``local_path`` to ``rel``, creating its parents."""
+
+    @abc.abstractmethod
+    def download(self, rel: str, local_dir: str) -> None:
+        """Copy every file under ``rel`` into the local directory ``local_dir``."""
+
+    @abc.abstractmethod
+    def _files(self, rel: str) -> list[str]:
+        """Paths, relative to ``rel`` and with ``/``, of every file under ``rel``."""
+
+    @abc.abstractmethod
+    def _move_file(self, src_rel: str, dst_rel: str) -> None:
+        """Move one file, replacing ``dst_rel``, creating its parents."""
+
+    def append_text(self, rel: str, text: str) -> None:
+        """Append to a file. Object stores cannot append: use :meth:`write_atomic`."""
+        with self.open_append(rel) as f:
+            f.write(text)
+
+
+class LocalDir(StorageDir):
+    """A directory on the local disk (or a shared mount): plain OS calls, fsync'd renames."""
+
+    can_append = True
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(self.path, *parts)
+
+    def exists(self, rel: str = "") -> bool:
+        return os.path.exists(self.join(rel) if rel else self.path)
+
+    def makedirs(self, rel: str = "") -> None:
+        os.makedirs(self.join(rel) if rel else self.path, exist_ok=True)
+
+    def listdir(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path))
+        except FileNotFoundError:
+            return []
+
+    def write_atomic(self, rel: str, data: bytes) -> None:
+        # A temporary file, fsync'd, renamed over the old one, then the directory fsync'd.
+        target = self.join(rel)
+        tmp = f"{target}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(os.path.dirname(target))
+
+    def open_append(self, rel: str) -> IO[str]:
+        return open(self.join(rel), "a", encoding="utf-8", newline="")
+
+    def move(self, src_rel: str, dst_rel: str) -> None:
+        dst = self.join(dst_rel)
+        os.rename(self.join(src_rel), dst)
+        _fsync_dir(os.path.dirname(dst))
+
+    def remove(self, rel: str) -> None:
+        target = self.join(rel)
+        if os.path.isdir(target):
+            import shutil
+
+            shutil.rmtree(target, ignore_errors=True)
+        elif os.path.lexists(target):
+            os.remove(target)
+
+    def put_file(self, local_path: str, rel: str) -> None:
+        target = self.join(rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _copy_file(local_path, target)
+
+    def download(self, rel: str, local_dir: str) -> None:
+        import shutil
+
+        shutil.copytree(self.join(rel) if rel else self.path, local_dir, dirs_exist_ok=True)
+
+    def _files(self, rel: str) -> list[str]:
+        return [p.replace(os.sep, "/") for p in _walk_files(self.join(rel))]
+
+    def _move_file(self, src_rel: str, dst_rel: str) -> None:
+        target = self.join(dst_rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(self.join(src_rel), target)
+
+
+class FsspecDir(StorageDir):
+    """A directory on an fsspec filesystem (``s3://``, ``gs://``, ``memory://``).
+
+    Object stores have no rename and no append: a move copies object by object, and a
+    single upload is what makes a file visible atomically.
+    """
+
+    can_append = False
+
+    def join(self, *parts: str) -> str:
+        return posixpath.join(self.path, *parts)
 
     def exists(self, rel: str = "") -> bool:
         target = self.join(rel) if rel else self.path
-        if self.is_local:
-            return os.path.exists(target)
         return bool(self._fresh(target).exists(target))
 
     def makedirs(self, rel: str = "") -> None:
-        target = self.join(rel) if rel else self.path
-        if self.is_local:
-            os.makedirs(target, exist_ok=True)
-        else:
-            self.fs.makedirs(target, exist_ok=True)
+        self.fs.makedirs(self.join(rel) if rel else self.path, exist_ok=True)
 
     def listdir(self) -> list[str]:
-        """Names (not paths) of the entries in this directory; empty if it does not exist."""
-        if self.is_local:
-            try:
-                return sorted(os.listdir(self.path))
-            except FileNotFoundError:
-                return []
         if not self._fresh(self.path).exists(self.path):
             return []
         return sorted(
@@ -164,98 +337,44 @@ class StorageDir:
         self.fs.invalidate_cache(path)
         return self.fs
 
-    def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open(self.join(rel), "rb") as f:
-            data: bytes = f.read()
-        return data
-
-    def read_text(self, rel: str) -> str:
-        return self.read_bytes(rel).decode("utf-8")
-
     def write_atomic(self, rel: str, data: bytes) -> None:
-        """Replace the file ``rel`` with ``data`` so that readers see the old or new bytes.
+        self.fs.pipe_file(self.join(rel), data)
 
-        Locally: write a temporary file, fsync it, rename it over the old one, fsync the
-        directory. Object stores make a single upload visible atomically already.
-        """
-        target = self.join(rel)
-        if not self.is_local:
-            self.fs.pipe_file(target, data)
-            return
-        tmp = f"{target}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        _fsync_dir(os.path.dirname(target))
-
-    def append_text(self, rel: str, text: str) -> None:
-        """Append to a local file. Object stores cannot append: use :meth:`write_atomic`."""
-        assert self.is_local, "append_text needs a local directory"
-        with open(self.join(rel), "a", encoding="utf-8") as f:
-            f.write(text)
+    def open_append(self, rel: str) -> IO[str]:
+        raise AssertionError(f"{self.uri} is on an object store, which cannot append")
 
     def move(self, src_rel: str, dst_rel: str) -> None:
-        """Move a file or directory; a local directory moves atomically (one rename)."""
+        # Object by object: fsspec's recursive mv also copies the pseudo-directory key,
+        # which does not exist on object stores. An empty upload leaves no object, and
+        # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
-        if self.is_local:
-            os.rename(src, dst)
-            _fsync_dir(os.path.dirname(dst))
-        else:
-            # Object by object: fsspec's recursive mv also copies the pseudo-directory key,
-            # which does not exist on object stores. An empty upload leaves no object, and
-            # then there is nothing to copy.
-            prefix = src.rstrip("/") + "/"
-            files = self._fresh(src).find(src)
-            for path in files:
-                self.fs.copy(path, dst.rstrip("/") + "/" + path[len(prefix) :])
-            if self._fresh(src).exists(src):
-                self.fs.rm(src, recursive=True)
-            self.fs.makedirs(dst, exist_ok=True)
-
-    def merge_into(self, src_rel: str, dst_rel: str) -> None:
-        """Move every file under ``src_rel`` into ``dst_rel``, replacing same-named ones."""
-        src, dst = self.join(src_rel), self.join(dst_rel)
-        if self.is_local:
-            for rel in _walk_files(src):
-                target = os.path.join(dst, rel)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                os.replace(os.path.join(src, rel), target)
-            self.remove(src_rel)
-            return
-        prefix = src.rstrip("/") + "/"
-        for path in self._fresh(src).find(src):
-            self.fs.copy(path, dst.rstrip("/") + "/" + path[len(prefix) :])
-        self.remove(src_rel)
+        for rel in self._files(src_rel):
+            self.fs.copy(f"{src}/{rel}", f"{dst}/{rel}")
+        if self._fresh(src).exists(src):
+            self.fs.rm(src, recursive=True)
+        self.fs.makedirs(dst, exist_ok=True)
 
     def remove(self, rel: str) -> None:
-        """Delete a file or a directory tree; missing is fine."""
         target = self.join(rel)
-        if self.is_local:
-            if os.path.isdir(target):
-                import shutil
-
-                shutil.rmtree(target, ignore_errors=True)
-            elif os.path.lexists(target):
-                os.remove(target)
-        elif self._fresh(target).exists(target):
+        if self._fresh(target).exists(target):
             self.fs.rm(target, recursive=True)
 
-    def upload_dir(self, local_dir: str, dst_rel: str) -> None:
-        """Copy every file under the local ``local_dir`` into ``dst_rel``, merging."""
-        dst = self.join(dst_rel)
-        self.makedirs(dst_rel)  # an empty checkpoint is still a checkpoint
-        for rel in _walk_files(local_dir):
-            src = os.path.join(local_dir, rel)
-            if self.is_local:
-                target = os.path.join(dst, rel)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                _copy_file(src, target)
-            else:
-                target = posixpath.join(dst, rel.replace(os.sep, "/"))
-                self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-                self.fs.put_file(src, target)
+    def put_file(self, local_path: str, rel: str) -> None:
+        target = self.join(rel)
+        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+        self.fs.put_file(local_path, target)
+
+    def download(self, rel: str, local_dir: str) -> None:
+        download_dir(self.fs, self.join(rel) if rel else self.path, local_dir)
+
+    def _files(self, rel: str) -> list[str]:
+        src = self.join(rel)
+        prefix = src.rstrip("/") + "/"
+        return [p[len(prefix) :] for p in self._fresh(src).find(src)]
+
+    def _move_file(self, src_rel: str, dst_rel: str) -> None:
+        # The source tree goes as a whole afterwards (merge_into removes it).
+        self.fs.copy(self.join(src_rel), self.join(dst_rel))
 
 
 def _copy_file(src: str, dst: str) -> None:

@@ -14,13 +14,13 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep._core.errors import UsageError
 from lockstep.train._session import get_context, get_dataset_shard, report
-from lockstep.train._trainer import DataParallelTrainer, _pickle_function
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -210,6 +210,51 @@ def worker_threads(scaling: ScalingConfig) -> int:
     return max(1, int(scaling.num_cpus_per_worker))
 
 
+@dataclass(frozen=True, kw_only=True)
+class GBDTTrainerSpec(TrainerSpec):
+    """The XGBoost and LightGBM trainers' arguments: DataParallelTrainer's (the function
+    is optional), the classic form's, and the framework's config (in the subclass)."""
+
+    label_column: str | None = None
+    params: Mapping[str, Any] | None = None
+    num_boost_round: int | None = None
+    dmatrix_params: Mapping[str, Mapping[str, Any]] | None = None
+    label: str | None = None
+    train_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+    extra: ClassVar[str | None] = "train_kwargs"
+    function_required: ClassVar[bool] = False
+    trainer: ClassVar[str] = "GBDTTrainer"
+
+    def __post_init__(self) -> None:
+        # the older dict form, {"max_actor_restarts": n}, which the material passes
+        object.__setattr__(self, "run_config", RunConfig.coerce(self.run_config))
+        super().__post_init__()
+        classic = self.classic()
+        if classic is not None and self.datasets:
+            classic.check_datasets(self.datasets)
+
+    def classic(self) -> ClassicArgs | None:
+        """The classic form's checked arguments, or None for the function form."""
+        return classic_args(
+            self.trainer,
+            function_given=self.train_loop_per_worker is not None,
+            train_loop_config=self.train_loop_config,
+            label_column=self.label_column,
+            label=self.label,
+            params=self.params,
+            num_boost_round=self.num_boost_round,
+            dmatrix_params=self.dmatrix_params,
+            train_kwargs=self.train_kwargs,
+            datasets=self.datasets,
+        )
+
+    def framework_config(self) -> Any:
+        """The framework's backend config, as given or its default."""
+        raise NotImplementedError
+
+
 class GBDTTrainer(DataParallelTrainer):
     """The XGBoost and LightGBM trainers' shared part: the classic form's own loop.
 
@@ -218,81 +263,31 @@ class GBDTTrainer(DataParallelTrainer):
     defaults).
     """
 
-    _classic: ClassicArgs | None = None
-
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any] | None,
-        *,
-        backend_config: Any,
-        restore_kwargs: dict[str, Any],
-        train_kwargs: dict[str, Any],
-        train_loop_config: Mapping[str, Any] | None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None,
-        run_config: Any,
-        datasets: Mapping[str, Any] | None,
-        dataset_config: Any,
-        resume_from_checkpoint: Checkpoint | None,
-        metadata: Mapping[str, Any] | None,
-        preprocessor: Any,
-        label_column: str | None,
-        params: Mapping[str, Any] | None,
-        num_boost_round: int | None,
-        dmatrix_params: Mapping[str, Mapping[str, Any]] | None,
-        label: str | None,
-    ) -> None:
-        classic = classic_args(
-            type(self).__name__,
-            function_given=train_loop_per_worker is not None,
-            train_loop_config=train_loop_config,
-            label_column=label_column,
-            label=label,
-            params=params,
-            num_boost_round=num_boost_round,
-            dmatrix_params=dmatrix_params,
-            train_kwargs=train_kwargs,
-            datasets=datasets,
-        )
-        if classic is not None and datasets:
-            classic.check_datasets(datasets)
-        scaling = ScalingConfig.coerce(scaling_config)
-        if backend_config.num_threads is None:
-            backend_config = replace(backend_config, num_threads=worker_threads(scaling))
-        super().__init__(
-            train_loop_per_worker or self._classic_loop(),
-            train_loop_config=train_loop_config,
-            backend_config=backend_config,
-            scaling_config=scaling,
-            # the older GBDT trainers' form: run_config={"max_actor_restarts": 1}
-            run_config=RunConfig.coerce(run_config),
-            datasets=datasets,
-            dataset_config=dataset_config,
-            resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
-            preprocessor=preprocessor,
-        )
-        self._classic = classic
-        self._init_kwargs = restore_kwargs
-
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         raise NotImplementedError
 
     def _classic_params(self, params: dict[str, Any]) -> dict[str, Any]:
         return params
 
-    def _controller(self) -> Any:
+    def _worker_setup(self) -> WorkerSetup:
+        spec = self._spec
+        assert isinstance(spec, GBDTTrainerSpec)
+        backend = spec.framework_config()
+        if backend.num_threads is None:
+            backend = replace(backend, num_threads=worker_threads(self.scaling_config))
+        classic = spec.classic()
+        if classic is None:
+            assert spec.train_loop_per_worker is not None
+            return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)
         # The datasets may have been given only now, to fit(): check them, and give the loop
         # their names and the final run config.
-        classic = self._classic
-        if classic is not None:
-            classic.check_datasets(self.datasets)
-            config = classic.loop_config(
-                sorted(self.datasets),
-                self._classic_params(dict(classic.params)),
-                self.run_config.checkpoint_config,
-            )
-            self._train_fn = _pickle_function(self._classic_loop(), config, True)
-        return super()._controller()
+        classic.check_datasets(self.datasets)
+        config = classic.loop_config(
+            sorted(self.datasets),
+            self._classic_params(dict(classic.params)),
+            self.run_config.checkpoint_config,
+        )
+        return WorkerSetup(self._classic_loop(), config, backend)
 
 
 # -- in the workers -----------------------------------------------------------------------

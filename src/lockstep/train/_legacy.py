@@ -117,7 +117,7 @@ class Trainer:
         self,
         train_func: Callable[..., Any],
         config: Mapping[str, Any] | None,
-        callbacks: list[UserCallback],
+        callbacks: list[UserCallback | Callback],
         dataset: Any,
         checkpoint: Checkpoint | None,
     ) -> TrainController:

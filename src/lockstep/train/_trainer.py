@@ -9,19 +9,18 @@ import os
 import secrets
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from typing import Any, ClassVar, TypeVar
 
 from lockstep._core import flags, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
-from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.executor_choice import (
     choose_executor,
     make_worker_group,
@@ -30,6 +29,96 @@ from lockstep._internal.execution.executor_choice import (
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 from lockstep.train import _pickling as pickling
+
+_S = TypeVar("_S", bound="TrainerSpec")
+_T = TypeVar("_T", bound="DataParallelTrainer")
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every worker runs: the function, its config, and the framework's backend."""
+
+    train_loop: Callable[..., Any]
+    config: Mapping[str, Any] | None
+    backend_config: BackendConfig | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerSpec:
+    """A trainer's arguments as given, checked: what ``restore()`` reads back.
+
+    Each trainer has its spec (a subclass adding the framework's arguments); calling the
+    trainer builds its spec, then the trainer from it. ``not_taken`` names the fields of a
+    parent a trainer does not accept; ``extra`` the field that takes unnamed keywords.
+    """
+
+    train_loop_per_worker: Callable[..., Any] | None = None
+    train_loop_config: Mapping[str, Any] | None = None
+    backend_config: BackendConfig | None = None
+    scaling_config: ScalingConfig | Mapping[str, Any] | None = None
+    run_config: RunConfig | None = None
+    datasets: Mapping[str, Any] | None = None
+    dataset_config: DataConfig | None = None
+    resume_from_checkpoint: Checkpoint | None = None
+    metadata: Mapping[str, Any] | None = None
+    preprocessor: Any = None
+    # Names of datasets left out of the saved spec (in memory, or Ray's): restore needs them.
+    unsaved_datasets: tuple[str, ...] = ()
+
+    not_taken: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None
+    function_required: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.function_required or self.train_loop_per_worker is not None:
+            _check_train_function(self.train_loop_per_worker, self.train_loop_config)
+        _check_type(self.run_config, RunConfig, "run_config")
+        _check_type(self.backend_config, BackendConfig, "backend_config")
+        _check_type(self.dataset_config, DataConfig, "dataset_config")
+        _check_type(self.resume_from_checkpoint, Checkpoint, "resume_from_checkpoint")
+
+    @classmethod
+    def of(cls: type[_S], **arguments: Any) -> _S:
+        """The spec of ``arguments`` as a user passes them to the trainer."""
+        refused = sorted(k for k in cls.not_taken if arguments.get(k) is not None)
+        if refused:
+            raise TypeError(f"unexpected keyword argument(s) {refused}")
+        names = [f.name for f in fields(cls) if f.name not in cls.not_taken]
+        unknown = sorted(k for k, v in arguments.items() if k not in names and v is not None)
+        if unknown and cls.extra is None:
+            raise TypeError(f"unexpected keyword argument(s) {unknown}")
+        given = {k: v for k, v in arguments.items() if k in names}
+        if cls.extra is not None:
+            given[cls.extra] = {k: arguments[k] for k in unknown}
+        return cls(**given)
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments that give this spec again (``of(**spec.arguments())``)."""
+        taken = [f.name for f in fields(self) if f.name not in (*self.not_taken, self.extra)]
+        arguments = {name: getattr(self, name) for name in taken if name != "unsaved_datasets"}
+        if self.extra is not None:
+            arguments.update(getattr(self, self.extra))
+        return arguments
+
+    @classmethod
+    def signature(cls) -> inspect.Signature:
+        """The trainer's call signature: the spec's fields, keyword-only but the function."""
+        hidden = (*cls.not_taken, cls.extra, "unsaved_datasets")
+        parameters = [
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD
+                if f.name == "train_loop_per_worker"
+                else inspect.Parameter.KEYWORD_ONLY,
+                default=None if f.default is MISSING else f.default,
+                annotation=f.type,
+            )
+            for f in fields(cls)
+            if f.name not in hidden
+        ]
+        if cls.extra is not None:
+            parameters.append(inspect.Parameter(cls.extra, inspect.Parameter.VAR_KEYWORD))
+        return inspect.Signature(parameters)
 
 
 class DataParallelTrainer:
@@ -67,41 +156,53 @@ class DataParallelTrainer:
         {'epoch': 2, 'rank': 0}
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any],
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        backend_config: BackendConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-    ) -> None:
-        self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        takes_config = _check_train_function(train_loop_per_worker, train_loop_config)
-        self.scaling_config = ScalingConfig.coerce(scaling_config)
-        self.run_config = _named(_check_type(run_config, RunConfig, "run_config") or RunConfig())
-        self.backend_config = _check_type(backend_config, BackendConfig, "backend_config")
-        self.datasets = dict(datasets or {})
-        self.dataset_config = _check_type(dataset_config, DataConfig, "dataset_config")
+    Spec: ClassVar[type[TrainerSpec]]  # set below the class: TrainerSpec
+
+    def __init__(self, train_loop_per_worker: Callable[..., Any] | None = None, **arguments: Any):
+        self._build(self.Spec.of(train_loop_per_worker=train_loop_per_worker, **arguments))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Spec" in cls.__dict__:
+            cls.__signature__ = cls.Spec.signature()  # type: ignore[attr-defined]
+
+    @classmethod
+    def _from_spec(cls: type[_T], spec: TrainerSpec) -> _T:
+        trainer = cls.__new__(cls)
+        trainer._build(spec)
+        return trainer
+
+    def _build(self, spec: TrainerSpec) -> None:
+        """Check what depends on this machine and the chosen executor; pickle the function
+        now, so that a mistake fails here rather than after the workers have started."""
+        self._spec = spec
+        self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
+        self.run_config = _named(spec.run_config or RunConfig())
+        self.backend_config = spec.backend_config
+        self.datasets = dict(spec.datasets or {})
+        self.dataset_config = spec.dataset_config
         (self.dataset_config or DataConfig()).check_datasets(self.datasets)
-        self.resume_from_checkpoint = _check_type(
-            resume_from_checkpoint, Checkpoint, "resume_from_checkpoint"
-        )
-        self.metadata = _check_metadata(metadata)
-        self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
+        self.resume_from_checkpoint = spec.resume_from_checkpoint
+        self.metadata = _check_metadata(spec.metadata)
+        self.preprocessor = _check_preprocessor(spec.preprocessor, self.datasets)
         self._executor = choose_executor(self.scaling_config)
         _check_storage_shared(self.run_config, self._executor)
         _check_ray_datasets(self.datasets, self._executor)
         warn_ray_only_options(self.scaling_config, self._executor)
         prepare_executor(self.scaling_config, self._executor)
-        self._train_fn = _pickle_function(train_loop_per_worker, train_loop_config, takes_config)
+        if spec.train_loop_per_worker is not None:
+            fn, config = spec.train_loop_per_worker, spec.train_loop_config
+            _pickle_function(fn, config, _check_train_function(fn, config))
         # Shards are sent to the workers: find out now if one cannot be pickled.
         _in_memory_tables(self.datasets)
+
+    def _worker_setup(self) -> WorkerSetup:
+        """The one hook for what a framework adds: the function every worker runs, its
+        config and the framework's backend. Called when fit() starts, with the datasets
+        final (they may be given only to fit()). The default: the user's function."""
+        spec = self._spec
+        assert spec.train_loop_per_worker is not None
+        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, spec.backend_config)
 
     def fit(self, dataset: Any = None, preprocessor: Any = None) -> Result:
         """Run the training function on every worker until it returns; return the Result.
@@ -120,14 +221,20 @@ class DataParallelTrainer:
         if dataset is not None:
             self.datasets = dict(dataset) if isinstance(dataset, Mapping) else {"train": dataset}
             (self.dataset_config or DataConfig()).check_datasets(self.datasets)
-            self._init_kwargs["datasets"] = self.datasets
+            self._spec = replace(self._spec, datasets=self.datasets)
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
-            self._init_kwargs["preprocessor"] = preprocessor
+            self._spec = replace(self._spec, preprocessor=preprocessor)
         return self._controller().run()
 
     def _controller(self) -> TrainController:
         """A controller for one fit() of this trainer."""
+        setup = self._worker_setup()
+        train_fn = _pickle_function(
+            setup.train_loop,
+            setup.config,
+            _check_train_function(setup.train_loop, setup.config),
+        )
         run_dir = _open_run_dir(self.run_config)
         datasets = self._preprocessed_datasets()
         checkpoint_metadata = (
@@ -135,18 +242,13 @@ class DataParallelTrainer:
             if self.preprocessor is not None
             else None
         )
-        checkpoints = CheckpointManager.open(
-            run_dir, self.run_config.checkpoint_config, checkpoint_metadata
-        )
-        run_log = RunLog(run_dir)
-        _continue_numbering(checkpoints, run_log)
-        run_log.write_params(self._params())
+        record = RunRecord.open(run_dir, self.run_config.checkpoint_config, checkpoint_metadata)
+        record.write_params(self._params())
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         return TrainController(
             make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
-            spec=self._spec(run_dir, datasets),
-            checkpoints=checkpoints,
-            run_log=run_log,
+            spec=self._group_spec(run_dir, datasets, train_fn, setup.backend_config),
+            record=record,
             failure_policy=FailurePolicy(self.run_config.failure_config),
             progress=Progress(
                 name=self.run_config.name or "",
@@ -159,13 +261,13 @@ class DataParallelTrainer:
                 resume_hint=self._resume_hint(run_dir),
             ),
             callbacks=self.run_config.callbacks,
-            config=dict(self._init_kwargs.get("train_loop_config") or {}),
+            config=dict(self._spec.train_loop_config or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
         )
 
     def _resume_hint(self, run_dir: storage.StorageDir) -> str:
         """How a user continues this run after stopping it."""
-        given = self._init_kwargs.get("run_config")
+        given = self._spec.run_config
         again = (
             "run the same script again"
             if given is not None and given.name
@@ -204,8 +306,10 @@ class DataParallelTrainer:
                 f"{run_dir.uri!r} holds no lockstep run to restore. HINT: pass the run "
                 "directory, storage_path/name, of a run that was started with fit()"
             )
-        kwargs: dict[str, Any] = cloudpickle.loads(run_dir.read_bytes(storage.TRAINER_FILE))
-        unsaved = kwargs.pop(_UNSAVED_DATASETS, [])
+        saved = cloudpickle.loads(run_dir.read_bytes(storage.TRAINER_FILE))
+        # A run of an earlier version saved the arguments as a dict.
+        kwargs = saved.arguments() if isinstance(saved, TrainerSpec) else dict(saved)
+        unsaved = getattr(saved, "unsaved_datasets", ()) or kwargs.pop(_UNSAVED_DATASETS, [])
         missing = [n for n in unsaved if n not in (overrides.get("datasets") or {})]
         if missing:
             raise ValueError(
@@ -217,7 +321,7 @@ class DataParallelTrainer:
         parent, name = _split_run_path(run_dir)
         run_config = kwargs.get("run_config") or RunConfig()
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)
-        return cls(**kwargs)
+        return cls._from_spec(cls.Spec.of(**kwargs))
 
     @classmethod
     def can_restore(cls, path: str | os.PathLike[str]) -> bool:
@@ -236,18 +340,24 @@ class DataParallelTrainer:
             self.preprocessor.fit(self.datasets["train"])
         return {name: self.preprocessor.transform(ds) for name, ds in self.datasets.items()}
 
-    def _spec(self, run_dir: storage.StorageDir, datasets: dict[str, Any]) -> WorkerGroupSpec:
+    def _group_spec(
+        self,
+        run_dir: storage.StorageDir,
+        datasets: dict[str, Any],
+        train_fn: bytes,
+        backend_config: BackendConfig | None,
+    ) -> WorkerGroupSpec:
         num_workers = max(1, self.scaling_config.num_workers)
         shards: list[dict[str, Any]] = []
         if datasets:
             # Datasets are immutable descriptions: each attempt splits them afresh.
             config = self.dataset_config or DataConfig()
             shards = config.configure(datasets, num_workers)
-        backend = (self.backend_config or BackendConfig()).make_backend()
+        backend = (backend_config or BackendConfig()).make_backend()
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",
-            train_fn=self._train_fn,
+            train_fn=train_fn,
             backend=backend,
             run_dir=run_dir,
             score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
@@ -260,7 +370,7 @@ class DataParallelTrainer:
 
     def _params(self) -> dict[str, Any]:
         return {
-            "train_loop_config": self._init_kwargs.get("train_loop_config"),
+            "train_loop_config": self._spec.train_loop_config,
             "scaling_config": asdict(self.scaling_config),
             "run_config": {
                 "name": self.run_config.name,
@@ -273,9 +383,7 @@ class DataParallelTrainer:
         }
 
     def _pickle_for_restore(self) -> bytes:
-        kwargs = dict(self._init_kwargs)
-        kwargs["run_config"] = self.run_config
-        datasets = dict(kwargs.get("datasets") or {})
+        datasets = dict(self._spec.datasets or {})
         # Ray datasets live in the cluster, and data in memory would be copied into every
         # run's directory: restore(path, datasets=...) passes them again, as in Ray.
         unsaved = sorted(
@@ -283,10 +391,13 @@ class DataParallelTrainer:
             for name, ds in datasets.items()
             if is_ray_dataset(ds) or _in_memory_tables({name: ds})
         )
-        if unsaved:
-            kwargs["datasets"] = {k: v for k, v in datasets.items() if k not in unsaved}
-            kwargs[_UNSAVED_DATASETS] = unsaved
-        return pickling.dumps(kwargs, "the trainer's arguments")
+        spec = replace(
+            self._spec,
+            run_config=self.run_config,
+            datasets={k: v for k, v in datasets.items() if k not in unsaved},
+            unsaved_datasets=tuple(unsaved),
+        )
+        return pickling.dumps(spec, "the trainer's arguments")
 
     def __repr__(self) -> str:
         return (
@@ -295,7 +406,11 @@ class DataParallelTrainer:
         )
 
 
-def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | None) -> bool:
+DataParallelTrainer.Spec = TrainerSpec
+DataParallelTrainer.__signature__ = TrainerSpec.signature()  # type: ignore[attr-defined]
+
+
+def _check_train_function(fn: Callable[..., Any] | None, config: Mapping[str, Any] | None) -> bool:
     """Check ``fn`` takes zero or one argument; return whether it takes the config."""
     if not callable(fn):
         raise ValueError(
@@ -449,7 +564,7 @@ def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
     assert run_config.name is not None and run_config.storage_path is not None
     if run_config.storage_filesystem is not None:
         fs = pyarrow_fs.to_fsspec(run_config.storage_filesystem)
-        root = storage.StorageDir(fs, os.fspath(run_config.storage_path))
+        root = storage.StorageDir.of(fs, os.fspath(run_config.storage_path))
     else:
         root = storage.StorageDir.from_uri(run_config.storage_path)
     run_dir = root.child(run_config.name)
@@ -462,14 +577,6 @@ def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
             "HINT: pass RunConfig(storage_path=...) naming a directory you can write to"
         ) from exc
     return run_dir
-
-
-def _continue_numbering(checkpoints: CheckpointManager, run_log: RunLog) -> None:
-    # Steps logged after the last snapshot (a crash between them) keep their numbers.
-    last = run_log.last_row
-    if last is not None:
-        state = checkpoints.state
-        state.training_iteration = max(state.training_iteration, int(last["training_iteration"]))
 
 
 def _split_run_path(run_dir: storage.StorageDir) -> tuple[str, str]:

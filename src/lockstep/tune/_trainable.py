@@ -171,15 +171,13 @@ class TrainerTrainable:
 
     def __init__(self, trainer: DataParallelTrainer) -> None:
         self.trainer_cls = type(trainer)
-        self.base_kwargs: dict[str, Any] = dict(trainer._init_kwargs)
+        self.base_kwargs: dict[str, Any] = trainer._spec.arguments()
         self.base_run_config: RunConfig = trainer.run_config
         self.name = type(trainer).__name__
         self.datasets: dict[str, Any] = {}
-        self._known = set(inspect.signature(self.trainer_cls.__init__).parameters) - {"self"}
-        self._takes_extra = any(
-            p.kind is p.VAR_KEYWORD
-            for p in inspect.signature(self.trainer_cls.__init__).parameters.values()
-        )
+        signature = inspect.signature(self.trainer_cls)
+        self._known = set(signature.parameters)
+        self._takes_extra = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
 
     def check_space(self, space: Mapping[str, Any]) -> None:
         unknown = sorted(k for k in space if k not in self._known and k != "run_config")

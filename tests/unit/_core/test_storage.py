@@ -57,12 +57,39 @@ class StorageContract:
         root.upload_dir(str(tmp_path / "src"), "ckpt")
         storage.download_dir(root.fs, root.join("ckpt"), str(tmp_path / "dst"))
         assert (tmp_path / "dst" / "w.txt").read_text() == "weights"
+        root.download("ckpt", str(tmp_path / "dst2"))
+        assert (tmp_path / "dst2" / "w.txt").read_text() == "weights"
+
+    def test_merge_into_replaces_same_named_files(self, root: StorageDir, tmp_path):
+        for rank, names in {
+            "r0": ["same.txt", "zero.txt"],
+            "r1": ["same.txt", "one/x.txt"],
+        }.items():
+            for name in names:
+                (tmp_path / rank / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / rank / name).write_text(rank)
+            root.upload_dir(str(tmp_path / rank), f"staged/{rank}")
+        root.merge_into("staged/r0", "staged/r1")
+        merged = root.child("staged/r1")
+        assert merged.listdir() == ["one", "same.txt", "zero.txt"]
+        assert merged.read_text("same.txt") == "r0"
+        assert not root.exists("staged/r0")
+
+    def test_pickles_as_the_same_kind_of_directory(self, root: StorageDir):
+        import cloudpickle
+
+        copy = cloudpickle.loads(cloudpickle.dumps(root))
+        assert type(copy) is type(root) and copy.uri == root.uri
 
 
 class TestLocalStorage(StorageContract):
     @pytest.fixture
     def root(self, tmp_path) -> StorageDir:
         return StorageDir.from_uri(tmp_path / "store")
+
+    def test_local_paths_get_the_local_implementation(self, root: StorageDir):
+        assert isinstance(root, storage.LocalDir) and root.can_append
+        assert isinstance(StorageDir.from_uri("memory://x"), storage.FsspecDir)
 
     def test_atomic_write_leaves_no_temporary_file(self, root: StorageDir):
         root.makedirs()
@@ -77,6 +104,9 @@ class TestLocalStorage(StorageContract):
 
 
 class TestMemoryStorage(StorageContract):
+    def test_cannot_append(self):
+        assert not StorageDir.from_uri("memory://lockstep-test/append").can_append
+
     @pytest.fixture
     def root(self, request) -> StorageDir:
         uri = f"memory://lockstep-test/{request.node.name}"

@@ -101,7 +101,8 @@ def test_a_function_and_classic_arguments_together(trainer):
 
 @pytest.mark.parametrize("trainer", TRAINERS)
 def test_label_is_the_older_name_of_label_column(trainer, datasets):
-    assert trainer(datasets=datasets, label="y", run_config=quiet())._classic.label_column == "y"
+    built = trainer(datasets=datasets, label="y", run_config=quiet())
+    assert built._worker_setup().config["label_column"] == "y"
 
 
 @pytest.mark.parametrize("trainer", TRAINERS)
@@ -197,10 +198,11 @@ def test_parse_eval():
 def test_the_backend_defaults_threads_to_the_worker_cpus(trainer, datasets):
     scaling = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2})
     built = trainer(datasets=datasets, label_column="y", scaling_config=scaling)
-    assert built.backend_config.num_threads == 2
-    config = type(built.backend_config)(num_threads=1)
+    backend_config = built._worker_setup().backend_config
+    assert backend_config.num_threads == 2
+    config = type(backend_config)(num_threads=1)
     key = "xgboost_config" if trainer is XGBoostTrainer else "lightgbm_config"
     built = trainer(lambda: None, scaling_config=scaling, **{key: config})
-    assert built.backend_config.num_threads == 1
+    assert built._worker_setup().backend_config.num_threads == 1
     with pytest.raises(ValueError, match="num_threads must be a positive int or None"):
         type(config)(num_threads=0)

@@ -1,4 +1,8 @@
-"""CheckpointManager: commits checkpoints, keeps the best ones, owns the run-state snapshot."""
+"""CheckpointManager: commits checkpoints, keeps the best ones, saves the run-state snapshot.
+
+It is the checkpoint half of the run record (``run_record.RunRecord``), which owns the
+snapshot and is the only caller of these methods outside tests.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ class CheckpointManager:
         state: RunState,
         metadata: dict[str, Any] | None = None,
     ):
-        self._run_dir = run_dir
+        self.run_dir = run_dir
         self._config = config
         self.state = state
         self._metadata = metadata or {}
@@ -54,7 +58,7 @@ class CheckpointManager:
         return self.checkpoint(self.state.latest)
 
     def checkpoint(self, dir_name: str) -> Checkpoint:
-        return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
+        return Checkpoint(self.run_dir.join(dir_name), self.run_dir.fs)
 
     def reserve(self, dir_name: str | None = None) -> tuple[str, int]:
         """The name and index of the next checkpoint, taken now and committed later (an
@@ -84,9 +88,9 @@ class CheckpointManager:
             staged_checkpoint = self.checkpoint(merged)
             staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
         self._replace_same_name(name)
-        self._run_dir.move(merged, name)
+        self.run_dir.move(merged, name)
         self._register(name, index, metrics, training_iteration)
-        self._run_dir.remove(staged)
+        self.run_dir.remove(staged)
         return self.checkpoint(name)
 
     def adopt(
@@ -104,7 +108,7 @@ class CheckpointManager:
         name, index = reserved or self.reserve()
         if inside != name:
             with checkpoint.as_directory() as local:
-                self._run_dir.upload_dir(local, name)
+                self.run_dir.upload_dir(local, name)
         self._register(name, index, metrics, training_iteration)
         return self.checkpoint(name)
 
@@ -116,9 +120,9 @@ class CheckpointManager:
         """The checkpoint's directory name when it sits directly in the run directory."""
         import posixpath
 
-        root = self._run_dir.join("").rstrip("/")
+        root = self.run_dir.join("").rstrip("/")
         parent, name = posixpath.split(checkpoint.path.rstrip("/"))
-        same_fs = checkpoint.is_local == self._run_dir.is_local
+        same_fs = checkpoint.is_local == self.run_dir.is_local
         return name if same_fs and parent.rstrip("/") == root else None
 
     def _replace_same_name(self, name: str) -> None:
@@ -127,8 +131,8 @@ class CheckpointManager:
         if old is not None:
             self.state.checkpoints.remove(old)
             self.save()
-        if self._run_dir.exists(name):
-            self._run_dir.remove(name)
+        if self.run_dir.exists(name):
+            self.run_dir.remove(name)
 
     def _register(
         self, name: str, index: int, metrics: dict[str, Any], training_iteration: int
@@ -147,19 +151,19 @@ class CheckpointManager:
         # the process crashes, the snapshot may point to checkpoints that are gone.
         self.save()
         for old in evicted:
-            self._run_dir.remove(old.dir_name)
+            self.run_dir.remove(old.dir_name)
 
     def _merge_ranks(self, staged: str) -> str:
-        ranks = self._run_dir.child(staged).listdir()
+        ranks = self.run_dir.child(staged).listdir()
         assert ranks, f"nothing staged in {staged}: a worker reported a checkpoint it never wrote"
         base = f"{staged}/{ranks[-1]}"
         for rank_dir in reversed(ranks[:-1]):  # highest rank first, so rank 0 wins
-            self._run_dir.merge_into(f"{staged}/{rank_dir}", base)
+            self.run_dir.merge_into(f"{staged}/{rank_dir}", base)
         return base
 
     def save(self) -> None:
         """Write the snapshot atomically."""
-        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
+        self.run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
 
     def remove_uncommitted(self) -> None:
         """Delete staging leftovers and checkpoint directories the snapshot does not list.
@@ -168,10 +172,10 @@ class CheckpointManager:
         snapshot and an eviction; neither was ever a committed, visible checkpoint.
         """
         listed = {r.dir_name for r in self.state.checkpoints}
-        for name in self._run_dir.listdir():
+        for name in self.run_dir.listdir():
             if name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed:
-                self._run_dir.remove(name)
-        self._run_dir.remove(storage.STAGING_DIR)
+                self.run_dir.remove(name)
+        self.run_dir.remove(storage.STAGING_DIR)
 
     def _ordered(self, records: list[CheckpointRecord]) -> list[CheckpointRecord]:
         attribute = self._config.checkpoint_score_attribute

@@ -22,10 +22,9 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.controller import interrupts
-from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress, RunSummary
-from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
 from lockstep._internal.controller.trial_hooks import TrialHooks
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
@@ -86,8 +85,7 @@ class TrainController:
         *,
         make_worker_group: Callable[[], WorkerGroup],
         spec: WorkerGroupSpec,
-        checkpoints: CheckpointManager,
-        run_log: RunLog,
+        record: RunRecord,
         failure_policy: FailurePolicy,
         progress: Progress,
         callbacks: Sequence[UserCallback | Callback] = (),
@@ -96,8 +94,7 @@ class TrainController:
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
-        self._checkpoints = checkpoints
-        self._run_log = run_log
+        self._run_record = record
         self._policy = failure_policy
         self._progress = progress
         self._callbacks = [c for c in callbacks if isinstance(c, UserCallback)]
@@ -107,9 +104,9 @@ class TrainController:
         self._failures: dict[int, WorkerFailure] = {}
         self._return_values: dict[int, bytes] = {}
         self._last_metrics: dict[str, Any] | None = None
-        last = run_log.last_row
-        self._time_offset = float(last["time_total_s"]) if last else 0.0
+        self._staging_dir = storage.STAGING_DIR  # the running attempt's, from the record
         # Ray Tune's hooks see the run as the experiment's only trial.
+        last = record.last_row
         trial = Trial(
             trial_id=spec.experiment_name,
             config=dict(config or {}),
@@ -117,9 +114,8 @@ class TrainController:
             results_logged=True,
         )
         tune_callbacks = [c for c in callbacks if isinstance(c, Callback)]
-        self._hooks = TrialHooks(tune_callbacks, trial, time_offset=self._time_offset)
-        self._started = time.monotonic()
-        self._spec_offset = 0
+        time_offset = float(last["time_total_s"]) if last else 0.0
+        self._hooks = TrialHooks(tune_callbacks, trial, time_offset=time_offset)
         self._uploads = Uploads(spec.run_dir.upload_dir)
         self._stop_reason: str | None = None
         self.state: State = Starting(attempt=0)
@@ -150,9 +146,9 @@ class TrainController:
     def iter_run(self) -> Generator[None, None, Result]:
         """:meth:`run`, yielding after each transition; returns the Result at the end
         (for callers that interleave their own work, such as ``Trainer.run_iterator``)."""
-        resumed = self._checkpoints.state.latest
+        resumed = self._run_record.state.latest
         self._progress.start(
-            resumed_from=resumed, iteration=self._checkpoints.state.training_iteration
+            resumed_from=resumed, iteration=self._run_record.state.training_iteration
         )
         error: BaseException | None = None
         with interrupts.stop_on_sigint(self.request_stop):
@@ -203,24 +199,23 @@ class TrainController:
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
-        self._settle_uploads()
-        self._checkpoints.remove_uncommitted()
+        self._settle_uploads()  # into the previous attempt's staging directory
+        self._staging_dir = self._run_record.start_attempt(state.attempt)
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
         self._return_values = {}  # only the attempt that succeeds returns
         spec = dataclasses.replace(
             self._spec,
-            checkpoint=self._checkpoints.latest_checkpoint or self._resume_from,
-            step_offset=self._checkpoints.state.training_iteration,
+            checkpoint=self._run_record.latest_checkpoint or self._resume_from,
+            staging_dir=self._staging_dir,
+            reported=self._run_record.reported(),
         )
-        spec = dataclasses.replace(spec, reported=self._checkpoints.reported())
         self._progress.starting(state.attempt)
         self._group = self._make_worker_group()
         try:
             self._group.start(spec)
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
-        self._spec_offset = spec.step_offset
         self._progress.workers_started()
         return Running(attempt=state.attempt)
 
@@ -270,81 +265,89 @@ class TrainController:
         }
 
     def _record(self, step: Step) -> None:
-        """Write one complete step: commit its checkpoint, log it, tell callbacks."""
-        state = self._checkpoints.state
-        state.training_iteration += 1
-        iteration = state.training_iteration
-        checkpoint, dir_name = None, None
+        """Record one complete step (its checkpoint committed, or on its way), tell the
+        workers, the callbacks and the progress display."""
         assert self._group is not None
-        row: dict[str, Any] = {
-            **step.metrics,
-            "training_iteration": iteration,
-            "timestamp": step.reports[0].time,
-            "time_total_s": self._time_offset + time.monotonic() - self._started,
-        }
         if not step.checkpointed:
             # Release the workers first: everything below is the driver's own bookkeeping.
             self._group.notify(StepDone(step.index))
+            self._run_record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
+            self._last_metrics = dict(step.metrics)
+            self._announce(step, None, self._logged_row())
         elif step.uploads_async:
             self._group.notify(StepDone(step.index))
-            dir_name = self._submit_upload(step, iteration, row)
+            self._submit_upload(step)
+            self._last_metrics = dict(step.metrics)
         else:
-            checkpoint = self._commit(step, iteration)
-            dir_name = state.latest
-        self._last_metrics = dict(step.metrics)
-        row["checkpoint_dir_name"] = dir_name
-        self._run_log.append(row)
-        if checkpoint is not None:
-            self._run_log.flush()
-            self._announce(step, iteration, checkpoint, row)
-        elif not step.checkpointed:
-            self._announce(step, iteration, None, row)
+            checkpoint = self._commit(step)
+            self._last_metrics = dict(step.metrics)
+            self._announce(step, checkpoint, self._logged_row())
+
+    def _staged(self, step: Step) -> str:
+        """Where the step's checkpoint is staged: as the workers said, or (files handed to
+        the driver) where the driver uploads them, in the running attempt's directory."""
+        return step.staged or storage.staging_dir_name(step.index, root=self._staging_dir)
 
     def _commit(
-        self, step: Step, iteration: int, reserved: tuple[str, int] | None = None
+        self, step: Step, pending: tuple[PendingCheckpoint, str] | None = None
     ) -> Checkpoint:
-        """Commit the step's checkpoint and tell every worker."""
-        persisted = [r.persisted for r in step.reports if r.persisted is not None]
-        if persisted:
-            checkpoint = self._checkpoints.adopt(persisted[0], step.metrics, iteration, reserved)
+        """Commit the step's checkpoint (logging the step, unless it was logged when its
+        upload started) and tell every worker."""
+        persisted = next((r.persisted for r in step.reports if r.persisted is not None), None)
+        if pending is None:
+            checkpoint = self._run_record.record_step(
+                step.metrics,
+                staged=self._staged(step),
+                timestamp=step.reports[0].time,
+                persisted=persisted,
+                dir_name=step.dir_name,
+            )
+            assert checkpoint is not None
         else:
-            staged = storage.staging_dir_name(self._spec_offset + step.index)
-            if reserved is None and step.dir_name is not None:
-                reserved = self._checkpoints.reserve(step.dir_name)
-            checkpoint = self._checkpoints.commit(staged, step.metrics, iteration, reserved)
+            logged, staged = pending
+            checkpoint = self._run_record.commit_pending(logged, staged=staged, persisted=persisted)
         if self._group is not None:
-            reported = self._checkpoints.reported()
+            reported = self._run_record.reported()
             self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
         return checkpoint
 
-    def _announce(
-        self, step: Step, iteration: int, checkpoint: Checkpoint | None, row: dict[str, Any]
-    ) -> None:
-        state = self._checkpoints.state
+    def _logged_row(self) -> dict[str, Any]:
+        row = self._run_record.last_row
+        assert row is not None
+        return dict(row)
+
+    def _announce(self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any]) -> None:
+        """Tell the callbacks and the progress display about a step logged as ``row``."""
+        state = self._run_record.state
+        iteration = int(row["training_iteration"])
         all_metrics = [dict(r.metrics) for r in step.reports]
         for callback in self._callbacks:
             callback.after_report(self._run_context(), all_metrics, checkpoint)
         self._hooks.result(row, all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
 
-    def _submit_upload(self, step: Step, iteration: int, row: dict[str, Any]) -> str:
-        """Hand the step's files to the upload thread; the name it will be committed as."""
+    def _submit_upload(self, step: Step) -> None:
+        """Log the step and hand its files to the upload thread, which copies them into
+        this attempt's staging directory; committed by :meth:`_commit_uploaded`."""
         handoffs = {r.rank: r.handoff for r in step.reports if r.handoff is not None}
-        reserved = self._checkpoints.reserve(step.dir_name)
-        job = UploadJob((step, iteration, reserved, row), self._spec_offset + step.index, handoffs)
+        logged = self._run_record.record_pending_step(
+            step.metrics, timestamp=step.reports[0].time, dir_name=step.dir_name
+        )
+        staged = self._staged(step)
+        job = UploadJob(
+            (step, logged, staged, self._logged_row()), step.index, handoffs, root=self._staging_dir
+        )
         self._uploads.submit(job)
-        return reserved[0]
 
     def _commit_uploaded(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> None:
         """Commit the ASYNC checkpoints whose files are uploaded, in report order."""
         for done in self._uploads.finished(wait=wait):
-            step, iteration, reserved, row = done.job.step
+            step, logged, staged, row = done.job.step
             if done.error is not None:
                 failures[0] = _upload_failure(done.error)
                 continue
-            checkpoint = self._commit(step, iteration, reserved)
-            self._run_log.flush()
-            self._announce(step, iteration, checkpoint, row)
+            checkpoint = self._commit(step, (logged, staged))
+            self._announce(step, checkpoint, row)
 
     def _settle_uploads(self) -> None:
         """Before a restart or the end: commit every upload of a complete step, and drop
@@ -357,7 +360,7 @@ class TrainController:
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
-        self._checkpoints.state.num_failures += 1
+        self._run_record.record_failure()
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
         if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
@@ -384,18 +387,13 @@ class TrainController:
     def _write_records(self, outcome: str) -> None:
         self._settle_uploads()
         self._uploads.close()
-        self._checkpoints.remove_uncommitted()
-        state = self._checkpoints.state
-        if isinstance(self.state, Finished):
-            state.status = "finished"
-        elif isinstance(self.state, Errored):
-            state.status = "errored"
-            state.error = _error_record(self.state.error)
-            self._write_error_file(self.state.error)
-        elif isinstance(self.state, Stopped):
-            state.status = "interrupted"
-        self._run_log.close()
-        self._checkpoints.save()
+        error = self.state.error if isinstance(self.state, Errored) else None
+        self._run_record.close(
+            error,
+            finished=isinstance(self.state, Finished),
+            stopped=isinstance(self.state, Stopped),
+        )
+        state = self._run_record.state
         best = state.checkpoints[-1] if state.checkpoints else None
         self._progress.stop(
             RunSummary(
@@ -416,7 +414,7 @@ class TrainController:
                 self._group = None
 
     def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
-        state = self._checkpoints.state
+        state = self._run_record.state
         return TrainingInterrupted(
             reason=stopped.reason,
             path=self._spec.run_dir.uri,
@@ -424,18 +422,14 @@ class TrainController:
             latest_checkpoint=state.latest,
         )
 
-    def _write_error_file(self, error: TrainingFailedError) -> None:
-        run_dir = self._spec.run_dir
-        run_dir.write_atomic(storage.ERROR_FILE, error_text(error).encode("utf-8"))
-
     def _result(self) -> Result:
         metrics = self._last_metrics
-        if metrics is None and self._run_log.last_row is not None:
-            metrics = user_metrics(self._run_log.last_row)
+        if metrics is None and self._run_record.last_row is not None:
+            metrics = user_metrics(self._run_record.last_row)
         values = self.return_values()
         return Result.from_state(
             self._spec.run_dir,
-            self._checkpoints.state,
+            self._run_record.state,
             last_metrics=metrics,
             return_value=values[0] if values else None,
         )
@@ -486,25 +480,3 @@ def _usage_failure(rank: int, message: str) -> WorkerFailure:
     return WorkerFailure(
         rank=rank, pid=None, kind="usage", summary=message, time=time.time(), retryable=False
     )
-
-
-def error_text(error: TrainingFailedError) -> str:
-    """The error file: the message, then every failed worker's full traceback."""
-    parts = [str(error), ""]
-    for rank, failure in sorted(error.worker_failures.items()):
-        parts += ["", f"=== rank {rank}: {failure.summary}"]
-        if failure.full_traceback or failure.traceback:
-            parts.append((failure.full_traceback or failure.traceback).rstrip())
-    return "\n".join(parts) + "\n"
-
-
-def _error_record(error: TrainingFailedError) -> dict[str, Any]:
-    failures = {
-        str(rank): {
-            field.name: getattr(f, field.name)
-            for field in dataclasses.fields(f)
-            if field.name not in ("exception", "full_traceback")
-        }
-        for rank, f in error.worker_failures.items()
-    }
-    return {"message": str(error), "failures": failures}

@@ -49,7 +49,7 @@ class RunLog:
 
     def append(self, row: dict[str, Any]) -> None:
         self._rows.append(row)
-        if not self._run_dir.is_local:
+        if not self._run_dir.can_append:
             return
         flat = flatten(row)
         if self._csv is None or any(k not in self._columns for k in flat):
@@ -62,7 +62,7 @@ class RunLog:
         self._csv.flush()
 
     def flush(self) -> None:
-        if not self._run_dir.is_local:
+        if not self._run_dir.can_append:
             self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
             self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
 
@@ -80,9 +80,8 @@ class RunLog:
         self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
         self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
         # Both stay open for the run, so that each step costs one buffered write.
-        results, progress = storage.RESULTS_FILE, storage.PROGRESS_FILE
-        self._json = open(self._run_dir.join(results), "a", encoding="utf-8")  # noqa: SIM115
-        self._csv = open(self._run_dir.join(progress), "a", encoding="utf-8", newline="")  # noqa: SIM115
+        self._json = self._run_dir.open_append(storage.RESULTS_FILE)
+        self._csv = self._run_dir.open_append(storage.PROGRESS_FILE)
 
     def _csv_text(self) -> str:
         out = io.StringIO()

@@ -41,6 +41,11 @@ class Step:
         """The ``checkpoint_dir_name`` given, rank 0's first (as Ray broadcasts it)."""
         return next((r.dir_name for r in self.reports if r.dir_name), None)
 
+    @property
+    def staged(self) -> str | None:
+        """Where the workers staged this step's checkpoint, as they said; None without one."""
+        return next((r.staged for r in self.reports if r.staged is not None), None)
+
 
 class StepAggregator:
     """Collects reports from ``world_size`` workers into steps.

@@ -28,6 +28,7 @@ class UploadJob:
     step: Any  # the controller's Step, handed back untouched
     staged_step: int
     handoffs: dict[int, str]
+    root: str = storage.STAGING_DIR  # the attempt's staging directory
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ class Uploads:
             error = None
             try:
                 for rank, path in sorted(job.handoffs.items()):
-                    self._with_retries(path, storage.staging_dir_name(job.staged_step, rank))
+                    self._with_retries(
+                        path, storage.staging_dir_name(job.staged_step, rank, root=job.root)
+                    )
             except Exception as exc:
                 error = exc
             discard(job.handoffs.values())

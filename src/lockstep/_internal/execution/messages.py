@@ -25,7 +25,8 @@ class WorkerStart:
         backend: The framework backend, set up before the function runs.
         run_dir: The run directory, where checkpoints are staged.
         checkpoint: The checkpoint to resume from, or None.
-        step_offset: Steps recorded before this attempt; numbers staging directories.
+        staging_dir: Where this attempt stages checkpoints, named by the driver's run record:
+            the part of step k from rank r goes to ``staging_dir_name(k, r, root=staging_dir)``.
         score_attribute: ``CheckpointConfig.checkpoint_score_attribute``, checked at report.
         datasets: This worker's dataset shards by name.
         sys_path: The driver's ``sys.path``, so that the function's modules import.
@@ -41,7 +42,7 @@ class WorkerStart:
     backend: Any
     run_dir: StorageDir
     checkpoint: Checkpoint | None
-    step_offset: int
+    staging_dir: str
     score_attribute: str | None
     datasets: dict[str, Any] = field(default_factory=dict)
     sys_path: tuple[str, ...] = ()
@@ -58,6 +59,8 @@ class Report:
     before the report), ``"async"`` (staged, or left at ``handoff`` for the driver to
     upload; committed without the worker waiting) or ``"none"`` (already in storage at
     ``persisted``). ``dir_name`` is the user's ``checkpoint_dir_name``.
+    ``staged`` echoes where the worker staged its part of the step's checkpoint (the
+    step's directory under ``WorkerStart.staging_dir``), so the driver commits exactly that.
     """
 
     rank: int
@@ -69,6 +72,7 @@ class Report:
     handoff: str | None = None
     persisted: Checkpoint | None = None
     dir_name: str | None = None
+    staged: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

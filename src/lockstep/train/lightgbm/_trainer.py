@@ -7,17 +7,18 @@ import ctypes
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import lightgbm
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
 from lockstep._internal.backends.lightgbm import LightGBMConfig
 from lockstep.train._collective import barrier
 from lockstep.train._gbdt import (
     GBDTTrainer,
+    GBDTTrainerSpec,
     set_default,
     shard_frame,
     split_label,
@@ -34,6 +35,22 @@ _VERBOSITY_PARAMS = ["verbose", "verbosity"]
 # Between the highest rank starting to join LightGBM's network and rank 0 (see
 # _listeners_first); well under LightGBM's 200 ms wait after a refused connection.
 _JOIN_STAGGER_S = 0.02
+
+
+@dataclass(frozen=True, kw_only=True)
+class LightGBMTrainerSpec(GBDTTrainerSpec):
+    """LightGBMTrainer's arguments: the GBDT trainers' and ``lightgbm_config``."""
+
+    lightgbm_config: LightGBMConfig | None = None
+
+    trainer: ClassVar[str] = "LightGBMTrainer"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.lightgbm_config, LightGBMConfig, "lightgbm_config")
+
+    def framework_config(self) -> LightGBMConfig:
+        return self.lightgbm_config or LightGBMConfig()
 
 
 class LightGBMTrainer(GBDTTrainer):
@@ -96,38 +113,7 @@ class LightGBMTrainer(GBDTTrainer):
         ({'train-binary_error': 0.0}, 5)
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any] | None = None,
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        lightgbm_config: LightGBMConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-        label_column: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        num_boost_round: int | None = None,
-        dmatrix_params: Mapping[str, Mapping[str, Any]] | None = None,
-        label: str | None = None,
-        **train_kwargs: Any,
-    ) -> None:
-        args = {
-            k: v
-            for k, v in locals().items()
-            if k not in ("self", "__class__", "train_kwargs", "lightgbm_config")
-        }
-        super().__init__(
-            backend_config=_check_type(lightgbm_config, LightGBMConfig, "lightgbm_config")
-            or LightGBMConfig(),
-            restore_kwargs={**args, "lightgbm_config": lightgbm_config, **train_kwargs},
-            train_kwargs=train_kwargs,
-            **args,
-        )
+    Spec = LightGBMTrainerSpec
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop

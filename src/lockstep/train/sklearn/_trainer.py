@@ -6,19 +6,66 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import cloudpickle
 import numpy as np
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep._core.config import ScalingConfig
 from lockstep.train._gbdt import TRAIN, columns_of, load_model_file, shard_frame, worker_threads
 from lockstep.train._session import report
-from lockstep.train._trainer import DataParallelTrainer, _pickle_function
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
 
 MODEL_FILE = "model.pkl"
 _SCORING_TYPES = (str, list, tuple, dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SklearnTrainerSpec(TrainerSpec):
+    """SklearnTrainer's arguments: the estimator's, and DataParallelTrainer's that apply
+    to one worker fitting it (no training function, backend or checkpoint to resume)."""
+
+    estimator: Any
+    label_column: str | None = None
+    params: Mapping[str, Any] | None = None
+    scoring: Any = None
+    cv: Any = None
+    return_train_score_cv: bool = False
+    parallelize_cv: bool | None = None
+    set_estimator_cpus: bool = True
+    fit_params: Mapping[str, Any] = field(default_factory=dict)
+
+    not_taken: ClassVar[tuple[str, ...]] = (
+        "train_loop_per_worker",
+        "train_loop_config",
+        "backend_config",
+        "resume_from_checkpoint",
+    )
+    extra: ClassVar[str | None] = "fit_params"
+    function_required: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.loop_config()
+        _one_worker(ScalingConfig.coerce(self.scaling_config))
+        if self.datasets:
+            _check_datasets(self.datasets, self.label_column)
+
+    def loop_config(self) -> dict[str, Any]:
+        """The checked arguments, as the training loop receives them."""
+        return {
+            "estimator": _check_estimator(self.estimator),
+            "label_column": _check_label(self.label_column),
+            "params": _check_params(self.params),
+            "scoring": _check_scoring(self.scoring),
+            "cv": _check_cv(self.cv),
+            "return_train_score_cv": bool(self.return_train_score_cv),
+            "parallelize_cv": self.parallelize_cv,
+            "set_estimator_cpus": bool(self.set_estimator_cpus),
+            "fit_params": dict(self.fit_params),
+        }
 
 
 class SklearnTrainer(DataParallelTrainer):
@@ -72,54 +119,10 @@ class SklearnTrainer(DataParallelTrainer):
         'LogisticRegression'
     """
 
-    def __init__(
-        self,
-        *,
-        estimator: Any,
-        datasets: Mapping[str, Any] | None = None,
-        label_column: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        scoring: Any = None,
-        cv: Any = None,
-        return_train_score_cv: bool = False,
-        parallelize_cv: bool | None = None,
-        set_estimator_cpus: bool = True,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        dataset_config: DataConfig | None = None,
-        preprocessor: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        **fit_params: Any,
-    ) -> None:
-        restore_kwargs = {
-            k: v for k, v in locals().items() if k not in ("self", "__class__", "fit_params")
-        }
-        restore_kwargs.update(fit_params)
-        self._config = {
-            "estimator": _check_estimator(estimator),
-            "label_column": _check_label(label_column),
-            "params": _check_params(params),
-            "scoring": _check_scoring(scoring),
-            "cv": _check_cv(cv),
-            "return_train_score_cv": bool(return_train_score_cv),
-            "parallelize_cv": parallelize_cv,
-            "set_estimator_cpus": bool(set_estimator_cpus),
-            "fit_params": dict(fit_params),
-        }
-        scaling = _one_worker(ScalingConfig.coerce(scaling_config))
-        if datasets:
-            _check_datasets(datasets, label_column)
-        super().__init__(
-            _train_loop,
-            train_loop_config={},
-            scaling_config=scaling,
-            run_config=run_config,
-            datasets=datasets,
-            dataset_config=dataset_config,
-            metadata=metadata,
-            preprocessor=preprocessor,
-        )
-        self._init_kwargs = restore_kwargs
+    Spec = SklearnTrainerSpec
+
+    def __init__(self, **arguments: Any) -> None:
+        super().__init__(**arguments)
 
     @classmethod
     def get_model(cls, checkpoint: Checkpoint) -> Any:
@@ -141,17 +144,18 @@ class SklearnTrainer(DataParallelTrainer):
 
         return load_model_file(checkpoint, MODEL_FILE, load, "estimator")
 
-    def _controller(self) -> Any:
+    def _worker_setup(self) -> WorkerSetup:
+        spec = self._spec
+        assert isinstance(spec, SklearnTrainerSpec)
         # The datasets may have been given only now, to fit(): check them, and tell the
         # loop their names and the worker's CPUs.
-        _check_datasets(self.datasets, self._config["label_column"])
+        _check_datasets(self.datasets, spec.label_column)
         config = {
-            **self._config,
+            **spec.loop_config(),
             "datasets": sorted(self.datasets),
             "num_cpus": worker_threads(self.scaling_config),
         }
-        self._train_fn = _pickle_function(_train_loop, config, True)
-        return super()._controller()
+        return WorkerSetup(_train_loop, config, None)
 
 
 def _train_loop(config: dict[str, Any]) -> None:

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep._core.config import ScalingConfig
 from lockstep._internal.backends.torch import TorchConfig
-from lockstep.train._trainer import DataParallelTrainer
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchTrainerSpec(TrainerSpec):
+    """TorchTrainer's arguments: DataParallelTrainer's, with ``torch_config`` for the
+    process group instead of ``backend_config``."""
+
+    torch_config: TorchConfig | None = None
+
+    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.torch_config is not None and not isinstance(self.torch_config, TorchConfig):
+            raise ValueError(
+                f"torch_config must be a TorchConfig, got {type(self.torch_config).__name__}. "
+                'HINT: torch_config=TorchConfig(backend="gloo")'
+            )
+        self.backend_config_for(ScalingConfig.coerce(self.scaling_config))
+
+    def backend_config_for(self, scaling: ScalingConfig) -> TorchConfig:
+        """The process group's config for the workers' devices (gloo, or NCCL on GPUs)."""
+        return (self.torch_config or TorchConfig()).for_devices(scaling.use_gpu)
 
 
 class TorchTrainer(DataParallelTrainer):
@@ -33,37 +55,10 @@ class TorchTrainer(DataParallelTrainer):
         {'wrapped': 'DistributedDataParallel'}
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any],
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        torch_config: TorchConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-    ) -> None:
-        restore_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if torch_config is not None and not isinstance(torch_config, TorchConfig):
-            raise ValueError(
-                f"torch_config must be a TorchConfig, got {type(torch_config).__name__}. "
-                'HINT: torch_config=TorchConfig(backend="gloo")'
-            )
-        scaling = ScalingConfig.coerce(scaling_config)
-        super().__init__(
-            train_loop_per_worker,
-            train_loop_config=train_loop_config,
-            backend_config=(torch_config or TorchConfig()).for_devices(scaling.use_gpu),
-            scaling_config=scaling,
-            run_config=run_config,
-            datasets=datasets,
-            dataset_config=dataset_config,
-            resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
-            preprocessor=preprocessor,
-        )
-        self._init_kwargs = restore_kwargs
+    Spec = TorchTrainerSpec
+
+    def _worker_setup(self) -> WorkerSetup:
+        spec = self._spec
+        assert isinstance(spec, TorchTrainerSpec) and spec.train_loop_per_worker is not None
+        backend = spec.backend_config_for(self.scaling_config)
+        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import xgboost
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train._gbdt import (
     GBDTTrainer,
+    GBDTTrainerSpec,
     parse_eval,
     set_default,
     shard_frame,
@@ -21,6 +22,22 @@ from lockstep.train._gbdt import (
 from lockstep.train._session import get_checkpoint
 from lockstep.train._trainer import _check_type
 from lockstep.train.xgboost._callback import RayTrainReportCallback
+
+
+@dataclass(frozen=True, kw_only=True)
+class XGBoostTrainerSpec(GBDTTrainerSpec):
+    """XGBoostTrainer's arguments: the GBDT trainers' and ``xgboost_config``."""
+
+    xgboost_config: XGBoostConfig | None = None
+
+    trainer: ClassVar[str] = "XGBoostTrainer"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.xgboost_config, XGBoostConfig, "xgboost_config")
+
+    def framework_config(self) -> XGBoostConfig:
+        return self.xgboost_config or XGBoostConfig()
 
 
 class XGBoostTrainer(GBDTTrainer):
@@ -80,38 +97,7 @@ class XGBoostTrainer(GBDTTrainer):
         ({'train-error': 0.0}, 5)
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any] | None = None,
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        xgboost_config: XGBoostConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-        label_column: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        num_boost_round: int | None = None,
-        dmatrix_params: Mapping[str, Mapping[str, Any]] | None = None,
-        label: str | None = None,
-        **train_kwargs: Any,
-    ) -> None:
-        args = {
-            k: v
-            for k, v in locals().items()
-            if k not in ("self", "__class__", "train_kwargs", "xgboost_config")
-        }
-        super().__init__(
-            backend_config=_check_type(xgboost_config, XGBoostConfig, "xgboost_config")
-            or XGBoostConfig(),
-            restore_kwargs={**args, "xgboost_config": xgboost_config, **train_kwargs},
-            train_kwargs=train_kwargs,
-            **args,
-        )
+    Spec = XGBoostTrainerSpec
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 from lockstep._core.storage import staging_dir_name
@@ -32,20 +33,23 @@ class FakeWorkerGroup:
             raise OSError("no processes today")
         self.spec = spec
         name = spec.checkpoint.path.rsplit("/", 1)[-1] if spec.checkpoint else None
-        self.log.append(f"start offset={spec.step_offset} ckpt={name}")
+        staging = spec.staging_dir.rsplit("/", 1)[-1]
+        self.log.append(f"start {staging} ckpt={name}")
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events = self._polls.popleft() if self._polls else []
+        return [self._stage(e) if isinstance(e, Report) and e.checkpointed else e for e in events]
+
+    def _stage(self, report: Report) -> Report:
+        """What a worker does before it reports a checkpoint: stage its files where the
+        driver said, and say where in the report."""
         assert self.spec is not None
-        for event in events:
-            if isinstance(event, Report) and event.checkpointed:
-                # what a worker does before it reports a checkpoint: stage its files
-                staged = staging_dir_name(self.spec.step_offset + event.step, event.rank)
-                self.spec.run_dir.makedirs(staged)
-                path = self.spec.run_dir.join(staged, f"rank{event.rank}.txt")
-                with open(path, "w") as f:
-                    f.write(str(event.metrics))
-        return events
+        root = self.spec.staging_dir
+        staged = staging_dir_name(report.step, report.rank, root=root)
+        self.spec.run_dir.makedirs(staged)
+        with open(self.spec.run_dir.join(staged, f"rank{report.rank}.txt"), "w") as f:
+            f.write(str(report.metrics))
+        return dataclasses.replace(report, staged=staging_dir_name(report.step, root=root))
 
     def notify(self, message: StepDone | CheckpointCommitted) -> None:
         if isinstance(message, StepDone):

@@ -10,7 +10,6 @@ from lockstep._core.config import CheckpointConfig, FailureConfig
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.storage import StorageDir
 from lockstep._internal.backends.base import BackendConfig
-from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.controller import (
     Errored,
     Finished,
@@ -21,7 +20,7 @@ from lockstep._internal.controller.controller import (
 )
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_log import RunLog
+from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.messages import Failed, Report, Returned
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 
@@ -102,8 +101,7 @@ def make_controller(
             backend=BackendConfig().make_backend(),
             run_dir=run_dir,
         ),
-        checkpoints=CheckpointManager.open(run_dir, config),
-        run_log=RunLog(run_dir),
+        record=RunRecord.open(run_dir, config),
         failure_policy=FailurePolicy(FailureConfig(max_failures=max_failures)),
         progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=num_workers, verbose=0),
         callbacks=callbacks,
@@ -137,7 +135,7 @@ def test_happy_path_commits_checkpoints_and_returns_rank0(tmp_path):
     assert result.return_value == {"ok": 1}
     assert os.path.basename(result.checkpoint.path) == "checkpoint_000001"
     assert log == [
-        "start offset=0 ckpt=None",
+        "start attempt_000000 ckpt=None",
         "notify step=0 checkpoint_000000",
         "notify step=1 checkpoint_000001",
         "shutdown",
@@ -166,16 +164,16 @@ def test_failure_restarts_from_latest_checkpoint(tmp_path):
     assert controller.state == Starting(1)
     result = controller.run()
     assert log == [
-        "start offset=0 ckpt=None",
+        "start attempt_000000 ckpt=None",
         "notify step=0 checkpoint_000000",
         "shutdown",
-        "start offset=1 ckpt=checkpoint_000000",
+        "start attempt_000001 ckpt=checkpoint_000000",
         "notify step=0 checkpoint_000001",
         "shutdown",
     ]
     assert recorder.exceptions == [[1]]
     assert result.metrics_dataframe["training_iteration"].tolist() == [1, 2]
-    assert controller._checkpoints.state.num_failures == 1
+    assert controller._run_record.state.num_failures == 1
 
 
 def test_raises_first_failure_by_time_when_budget_is_spent(tmp_path):
@@ -255,7 +253,7 @@ def test_start_failure_counts_as_a_failure(tmp_path):
     script = [[returned(0, 0), returned(1, 0)]]
     controller, log, _ = make_controller(tmp_path, [[], script], max_failures=1, fail_start=True)
     controller.run()
-    assert log == ["shutdown", "start offset=0 ckpt=None", "shutdown"]
+    assert log == ["shutdown", "start attempt_000001 ckpt=None", "shutdown"]
 
 
 def test_retention_keeps_best_and_latest(tmp_path):

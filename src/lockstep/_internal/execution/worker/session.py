@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import shutil
 import signal
 import socket
@@ -19,7 +20,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
-from lockstep._core.storage import staging_dir_name
+from lockstep._core.storage import STAGING_DIR, staging_dir_name
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
@@ -156,7 +157,9 @@ class Session:
     ) -> dict[str, Any]:
         """Get the files on their way to storage; the Report fields that say how."""
         if upload_fn is not None:
-            name = dir_name or staging_dir_name(self._start.step_offset + step).split("/")[-1]
+            name = dir_name or _default_dir_name(
+                staging_dir_name(step, root=self._start.staging_dir)
+            )
             persisted = upload_fn(checkpoint, name)
             if not isinstance(persisted, Checkpoint):
                 raise UsageError(
@@ -169,10 +172,11 @@ class Session:
             return {"upload": "none", "persisted": checkpoint}
         if mode is CheckpointUploadMode.ASYNC and self._can_hand_off(checkpoint):
             return {"upload": "async", "handoff": hand_off(checkpoint.path, move=delete)}
-        self._stage(checkpoint, step)
+        staged = self._stage(checkpoint, step)
         if delete and checkpoint.is_local:
             _empty_directory(checkpoint.path)
-        return {"upload": "async" if mode is CheckpointUploadMode.ASYNC else "sync"}
+        upload = "async" if mode is CheckpointUploadMode.ASYNC else "sync"
+        return {"upload": upload, "staged": staged}
 
     def _can_hand_off(self, checkpoint: Checkpoint) -> bool:
         """The driver uploads for us when it can read our files: same host, local files."""
@@ -236,15 +240,17 @@ class Session:
         """Stop expecting messages; the driver's end may now close without alarm."""
         self._closing = True
 
-    def _stage(self, checkpoint: Checkpoint, step: int) -> None:
+    def _stage(self, checkpoint: Checkpoint, step: int) -> str:
+        """Upload the files into this rank's part of the step; return the step's directory."""
         if checkpoint.is_local and not os.path.isdir(checkpoint.path):
             raise UsageError(
                 f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
                 "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
             )
+        root, rank = self._start.staging_dir, self.context.world_rank
         with checkpoint.as_directory() as local_dir:
-            step_dir = staging_dir_name(self._start.step_offset + step, self.context.world_rank)
-            self._start.run_dir.upload_dir(local_dir, step_dir)
+            self._start.run_dir.upload_dir(local_dir, staging_dir_name(step, rank, root=root))
+        return staging_dir_name(step, root=root)
 
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives
@@ -357,3 +363,8 @@ def install(session: Session | None, *, process_wide: bool) -> None:
 def current() -> Session | None:
     """The session of this thread or process, or None outside a training function."""
     return getattr(_thread_session, "session", None) or _process_session
+
+
+def _default_dir_name(staged: str) -> str:
+    """A name unique in the run for a checkpoint given none: its attempt's and step's."""
+    return posixpath.relpath(staged, STAGING_DIR).replace("/", "_")

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._core.storage import StorageDir
+from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
@@ -50,7 +50,7 @@ class WorkerGroupSpec:
     backend: Backend
     run_dir: StorageDir
     checkpoint: Checkpoint | None = None
-    step_offset: int = 0
+    staging_dir: str = STAGING_DIR
     score_attribute: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     datasets: list[dict[str, Any]] = field(default_factory=list)
@@ -67,7 +67,7 @@ class WorkerGroupSpec:
             backend=self.backend,
             run_dir=self.run_dir,
             checkpoint=self.checkpoint,
-            step_offset=self.step_offset,
+            staging_dir=self.staging_dir,
             score_attribute=self.score_attribute,
             datasets=self.datasets[rank] if self.datasets else {},
             sys_path=self.sys_path,
@@ -96,14 +96,16 @@ class WorkerGroup(Protocol):
 class ConnectedWorkerGroup(abc.ABC):
     """A worker group whose workers each hold one connection to the driver.
 
-    Subclasses launch the workers and say what a lost connection means.
+    The connections, the ranks that are done and the collective relay are this class's
+    alone. A subclass answers the abstract hooks: each rank's context, launching the
+    workers, what a lost connection means, stopping them; and, optionally, what else
+    shows a worker's end (:meth:`_exit_waitables`).
     """
 
     def __init__(self) -> None:
         self._conns: dict[int, Connection] = {}
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
-        self._extra_waitables: dict[Any, int] = {}
         # Kept across polls (report() is a round trip through here): rebuilt only when a
         # worker finishes, so each poll is one system call.
         self._selector: selectors.BaseSelector | None = None
@@ -140,7 +142,7 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank, conn in self._conns.items():
             if rank not in self._done:
                 selector.register(conn, selectors.EVENT_READ, ("conn", rank))
-        for waitable, rank in self._extra_waitables.items():
+        for waitable, rank in self._exit_waitables().items():
             if rank not in self._done:
                 selector.register(waitable, selectors.EVENT_READ, ("end", rank))
         self._selector, self._selector_done = selector, frozenset(self._done)
@@ -152,16 +154,20 @@ class ConnectedWorkerGroup(abc.ABC):
             self._selector = None
 
     def notify(self, message: StepDone | CheckpointCommitted) -> None:
-        for rank, conn in self._conns.items():
-            if rank not in self._done:
-                self._send(conn, message)
+        self._send_running(message)
 
     def shutdown(self) -> None:
         self._close_selector()
-        self._stop_workers()
+        self._stop_workers(frozenset(self._done))
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
+
+    def _send_running(self, message: object) -> None:
+        """Send ``message`` to every worker that has not finished."""
+        for rank, conn in self._conns.items():
+            if rank not in self._done:
+                self._send(conn, message)
 
     @abc.abstractmethod
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
@@ -179,8 +185,14 @@ class ConnectedWorkerGroup(abc.ABC):
         """The failure record of a worker whose connection closed before it finished."""
 
     @abc.abstractmethod
-    def _stop_workers(self) -> None:
-        """Stop every worker still running and wait until they are gone."""
+    def _stop_workers(self, finished: frozenset[int]) -> None:
+        """Stop every worker still running and wait until they are gone; the ranks in
+        ``finished`` returned or failed already."""
+
+    def _exit_waitables(self) -> dict[Any, int]:
+        """Objects (for ``multiprocessing.connection.wait``) that become ready when a
+        worker ends, by rank: seen even while a child of the worker holds its connection."""
+        return {}
 
     def _receive(self, rank: int, events: list[WorkerEvent]) -> None:
         """Take everything the worker has sent so far (not just one message per wait)."""

@@ -28,6 +28,7 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
     def __init__(self) -> None:
         super().__init__()
         self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
 
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
         assert spec.num_workers == 1, "the inline group runs exactly one worker"
@@ -52,6 +53,7 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
             target=self._run, args=(theirs,), name="lockstep-inline-rank0", daemon=True
         )
         self._thread.start()
+        self._conn = ours
         self._send_starts({0: ours}, starts)
         return {0: ours}
 
@@ -65,10 +67,11 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
     def _lost(self, rank: int) -> WorkerFailure:
         return lost_connection(rank, os.getpid())
 
-    def _stop_workers(self) -> None:
+    def _stop_workers(self, finished: frozenset[int]) -> None:
         # A thread cannot be killed: closing the pipe makes its next session call raise.
-        for conn in self._conns.values():
-            conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         if self._thread is not None:
             # A function hung in user code outlives this wait; it is a daemon thread and
             # ends at its next session call or when the process exits.

@@ -282,12 +282,10 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             time=time.time(),
         )
 
-    def _stop_workers(self) -> None:
+    def _stop_workers(self, finished: frozenset[int]) -> None:
         grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
-        running = [ref for rank, ref in self._refs.items() if rank not in self._done]
-        for rank, conn in self._conns.items():
-            if rank not in self._done:
-                self._send(conn, Stop())
+        running = [ref for rank, ref in self._refs.items() if rank not in finished]
+        self._send_running(Stop())
         if running:
             ray.wait(running, timeout=grace, num_returns=len(running))
         for actor in self._actors.values():

@@ -71,7 +71,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         except BaseException:
             for conn in conns.values():
                 conn.close()
-            self._stop_workers()
+            self._stop_workers(frozenset())
             raise
         self._pump.start()
         threads = max(1, int(spec.num_cpus_per_worker))
@@ -117,7 +117,6 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             # Seen as soon as the process ends, even if a child it forked holds the socket.
             fd = os.pidfd_open(proc.pid)
             self._pidfds[rank] = fd
-            self._extra_waitables[fd] = rank
         return Connection(ours.detach())
 
     def _send_start(self, conn: Connection, start: WorkerStart) -> None:
@@ -142,18 +141,21 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             time=time.time(),
         )
 
-    def _stop_workers(self) -> None:
+    def _exit_waitables(self) -> dict[int, int]:
+        return {fd: rank for rank, fd in self._pidfds.items()}
+
+    def _stop_workers(self, finished: frozenset[int]) -> None:
         # A KeyboardInterrupt (a second Ctrl-C) while the workers are given their grace
         # ends it: they are killed at once, and their files are still removed.
         try:
-            self._ask_workers_to_stop()
+            self._ask_workers_to_stop(finished)
         finally:
             self._kill_workers()
 
-    def _ask_workers_to_stop(self) -> None:
+    def _ask_workers_to_stop(self, finished: frozenset[int]) -> None:
         grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
         # Workers whose function returned are tearing their backend down: let them finish.
-        _wait_all([p for r, p in self._procs.items() if r in self._done], grace)
+        _wait_all([p for r, p in self._procs.items() if r in finished], grace)
         running = [p for p in self._procs.values() if p.poll() is None]
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
@@ -172,7 +174,6 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         for fd in self._pidfds.values():
             os.close(fd)
         self._pidfds = {}
-        self._extra_waitables = {}
         self._procs = {}
         shared_tables.remove(self._table_files)
 
