@@ -218,6 +218,8 @@ class GBDTTrainer(DataParallelTrainer):
     defaults).
     """
 
+    _honours_checkpoint_frequency = True  # its own boosting loop checkpoints every n rounds
+
     _classic: ClassicArgs | None = None
 
     def __init__(

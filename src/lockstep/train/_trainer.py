@@ -84,6 +84,7 @@ class DataParallelTrainer:
         takes_config = _check_train_function(train_loop_per_worker, train_loop_config)
         self.scaling_config = ScalingConfig.coerce(scaling_config)
         self.run_config = _named(_check_type(run_config, RunConfig, "run_config") or RunConfig())
+        _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = _check_type(backend_config, BackendConfig, "backend_config")
         self.datasets = dict(datasets or {})
         self.dataset_config = _check_type(dataset_config, DataConfig, "dataset_config")
@@ -228,6 +229,7 @@ class DataParallelTrainer:
             config = self.dataset_config or DataConfig()
             shards = config.configure(datasets, num_workers)
         backend = (self.backend_config or BackendConfig()).make_backend()
+        _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",
@@ -279,6 +281,23 @@ class DataParallelTrainer:
         )
 
 
+def _check_checkpoint_frequency(trainer: type, run_config: RunConfig) -> None:
+    """As Ray: a frequency only trainers that own the training loop can honour."""
+    frequency = run_config.checkpoint_config.checkpoint_frequency
+    if frequency and not getattr(trainer, "_honours_checkpoint_frequency", False):
+        raise ValueError(
+            f"CheckpointConfig(checkpoint_frequency={frequency}) cannot be honoured by "
+            f"{trainer.__name__}: the training function decides when to checkpoint. HINT: "
+            "call train.report(metrics, checkpoint=...) every n steps in your function, and "
+            "leave checkpoint_frequency at 0"
+        )
+
+
+def _check_backend_picklable(backend: Any) -> None:
+    """A backend goes to every worker: one that cannot be pickled fails here, not later."""
+    pickling.dumps(backend, "backend_config (the Backend it makes)")
+
+
 def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | None) -> bool:
     """Check ``fn`` takes zero or one argument; return whether it takes the config."""
     if not callable(fn):
@@ -304,11 +323,7 @@ def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | No
     takes = any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
     )
-    if config is not None and not takes:
-        raise ValueError(
-            "train_loop_config was given but train_loop_per_worker takes no argument. "
-            "HINT: def train_func(config): ... to receive it"
-        )
+    # A function without parameters is called without the config, as Ray does.
     return takes
 
 

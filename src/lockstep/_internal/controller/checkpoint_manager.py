@@ -48,6 +48,10 @@ class CheckpointManager:
         return cls(run_dir, config, state, metadata)
 
     @property
+    def num_to_keep(self) -> int | None:
+        return self._config.num_to_keep
+
+    @property
     def latest_checkpoint(self) -> Checkpoint | None:
         if self.state.latest is None:
             return None

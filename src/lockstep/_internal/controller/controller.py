@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
 from lockstep._core.result import Result, user_metrics
+from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress
@@ -158,6 +160,7 @@ class TrainController:
         spec = dataclasses.replace(spec, reported=self._checkpoints.reported())
         self._group = self._make_worker_group()
         try:
+            self._backend_hooks("on_start", "on_training_start")
             self._group.start(spec)
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
@@ -189,6 +192,8 @@ class TrainController:
         elif isinstance(event, Returned):
             self._progress.worker_stopped()
             self._return_values[event.rank] = event.return_value
+            if event.dropped is not None:
+                warnings.warn(event.dropped, stacklevel=1)
             self._steps.finish(event.rank, event.num_reports)
         else:
             assert isinstance(event, Failed)
@@ -323,6 +328,17 @@ class TrainController:
         if self._group is not None:
             group, self._group = self._group, None
             group.shutdown()
+            self._backend_hooks("on_shutdown")
+
+    def _backend_hooks(self, *names: str) -> None:
+        """Ray's driver-side Backend hooks, for backends written for Ray."""
+        backend = self._spec.backend
+        info = WorkerGroupInfo(num_workers=self._spec.num_workers)
+        config = getattr(backend, "config", None)
+        for name in names:
+            hook = getattr(backend, name, None)
+            if hook is not None:
+                hook(info, config)
 
     def _write_error_file(self, error: TrainingFailedError) -> None:
         run_dir = self._spec.run_dir
@@ -338,6 +354,7 @@ class TrainController:
             self._checkpoints.state,
             last_metrics=metrics,
             return_value=values[0] if values else None,
+            num_to_keep=self._checkpoints.num_to_keep,
         )
 
     def return_values(self) -> list[Any]:
