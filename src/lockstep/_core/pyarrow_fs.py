@@ -36,7 +36,7 @@ def to_fsspec(filesystem: Any) -> AbstractFileSystem:
 
         return ArrowFSWrapper(filesystem)
     if hasattr(filesystem, "protocol") and hasattr(filesystem, "open"):
-        return filesystem  # type: ignore[no-any-return]
+        return filesystem
     raise ValueError(
         f"a filesystem must be a pyarrow.fs.FileSystem or an fsspec filesystem, got "
         f"{type(filesystem).__name__}. HINT: pyarrow.fs.S3FileSystem(...), or leave it out "
