@@ -15,6 +15,7 @@ from typing import Any
 from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
+from lockstep._core.errors import RunNotFoundError
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
@@ -185,7 +186,7 @@ class DataParallelTrainer:
 
         run_dir = storage.StorageDir.from_uri(path)
         if not cls.can_restore(path):
-            raise FileNotFoundError(
+            raise RunNotFoundError(
                 f"{run_dir.uri!r} holds no lockstep run to restore. HINT: pass the run "
                 "directory, storage_path/name, of a run that was started with fit()"
             )
