@@ -267,7 +267,5 @@ def test_retention_keeps_best_and_latest(tmp_path):
     kept = sorted(n for n in run_dir.listdir() if n.startswith("checkpoint_"))
     assert kept == ["checkpoint_000001", "checkpoint_000003"]  # best (1.0) and latest
     # as Ray: the num_to_keep best only; the latest is result.checkpoint, not listed
-    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == [
-        "checkpoint_000001"
-    ]
+    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == ["checkpoint_000001"]
     assert os.path.basename(result.checkpoint.path) == "checkpoint_000003"
