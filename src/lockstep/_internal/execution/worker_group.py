@@ -129,7 +129,19 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._drain(rank, events)
             else:
                 self._receive(rank, events)
+        if any(isinstance(e, Failed) for e in events):
+            self._take_everything_sent(events)
         return events
+
+    def _take_everything_sent(self, events: list[WorkerEvent]) -> None:
+        """A worker ended: before the controller acts on it, take what every other worker
+        has sent already (a report that completes a step, say), so nothing is lost."""
+        for rank, conn in self._conns.items():
+            try:
+                while rank not in self._done and conn.poll(0):
+                    self._dispatch(rank, conn.recv(), events)
+            except (EOFError, OSError):
+                self._mark_lost(rank, events)
 
     def _waiting(self) -> selectors.BaseSelector:
         """The selector over every unfinished worker's connection and end-of-process fd."""
