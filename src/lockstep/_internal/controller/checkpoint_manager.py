@@ -143,9 +143,13 @@ class CheckpointManager:
             index=index,
             training_iteration=training_iteration,
         )
-        self.state.latest = name
+        current = self.state.record(self.state.latest) if self.state.latest else None
+        if current is not None and current.index > index:
+            latest = current  # an ASYNC upload committed after a newer SYNC checkpoint
+        else:
+            latest, self.state.latest = record, name
         self.state.checkpoints = self._ordered([*self.state.checkpoints, record])
-        kept, evicted = self._retain(self.state.checkpoints, latest=record)
+        kept, evicted = self._retain(self.state.checkpoints, latest=latest)
         self.state.checkpoints = kept
         # Save the snapshot before deleting old checkpoints: if deletion happens first and
         # the process crashes, the snapshot may point to checkpoints that are gone.
