@@ -290,3 +290,19 @@ def test_get_all_reported_checkpoints_when_one_rank_attaches_files(run_config):
     )._controller()
     result.run()
     assert result.return_values() == [1, 2]
+
+
+def test_a_step_mixing_sync_and_async_ranks_commits_every_rank_s_files(run_config):
+    def train_func():
+        rank = train.get_context().get_world_rank()
+        mode = CheckpointUploadMode.ASYNC if rank == 0 else CheckpointUploadMode.SYNC
+        with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+            with open(os.path.join(d, f"rank{rank}.txt"), "w") as f:
+                f.write(str(rank))
+            train.report(
+                {"r": rank}, checkpoint=Checkpoint.from_directory(d), checkpoint_upload_mode=mode
+            )
+
+    result = fit(train_func, run_config)
+    with result.checkpoint.as_directory() as d:
+        assert sorted(os.listdir(d)) == ["rank0.txt", "rank1.txt"]

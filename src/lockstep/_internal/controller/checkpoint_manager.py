@@ -103,9 +103,9 @@ class CheckpointManager:
         """Commit a checkpoint the workers already put in the run directory (NO_UPLOAD, or
         a ``checkpoint_upload_fn``); one found elsewhere is copied in first."""
         inside = self._inside_run_dir(checkpoint)
-        if inside is not None and reserved is None:
-            reserved = (inside, self.reserve()[1])
         name, index = reserved or self.reserve()
+        if inside is not None:
+            name = inside  # where the worker put it: committed in place, never copied
         if inside != name:
             with checkpoint.as_directory() as local:
                 self._run_dir.upload_dir(local, name)

@@ -11,6 +11,7 @@ a fake group and queued events.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
@@ -256,6 +257,7 @@ class TrainController:
             checkpoint = self._checkpoints.adopt(persisted[0], step.metrics, iteration, reserved)
         else:
             staged = storage.staging_dir_name(self._spec_offset + step.index)
+            self._stage_handoffs(step)
             if reserved is None and step.dir_name is not None:
                 reserved = self._checkpoints.reserve(step.dir_name)
             checkpoint = self._checkpoints.commit(staged, step.metrics, iteration, reserved)
@@ -263,6 +265,15 @@ class TrainController:
             reported = self._checkpoints.reported()
             self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
         return checkpoint
+
+    def _stage_handoffs(self, step: Step) -> None:
+        """Ranks that reported ASYNC in a step another rank reported SYNC: their files
+        are staged now, so the step commits whole."""
+        for report in step.reports:
+            if report.handoff is not None and os.path.isdir(report.handoff):
+                staged = storage.staging_dir_name(self._spec_offset + step.index, report.rank)
+                self._spec.run_dir.upload_dir(report.handoff, staged)
+                discard([report.handoff])
 
     def _announce(self, step: Step, iteration: int, checkpoint: Checkpoint | None) -> None:
         state = self._checkpoints.state
