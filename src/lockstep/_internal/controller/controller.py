@@ -368,6 +368,10 @@ class TrainController:
             num_to_keep=self._checkpoints.num_to_keep,
         )
 
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The run's latest committed checkpoint, or None."""
+        return self._checkpoints.latest_checkpoint
+
     def return_values(self) -> list[Any]:
         """What every worker's function returned, in rank order (after a successful run)."""
         import cloudpickle
