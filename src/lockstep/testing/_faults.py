@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lockstep import train
+from lockstep._core.storage import StorageDir
 
 
 class InjectedFailure(RuntimeError):
@@ -70,14 +71,14 @@ class Fault:
     def _claim(self, run_dir: str) -> bool:
         if self.times == -1:
             return True
-        folder = os.path.join(run_dir, ".faults")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"{self.kind}-rank{self.rank}-epoch{self.at_epoch}")
-        fired = int(_read(path)) if os.path.exists(path) else 0
+        # On the run's own storage (s3://... too), never a local path named after a URL.
+        folder = StorageDir.from_uri(run_dir).child(".faults")
+        folder.makedirs()
+        name = f"{self.kind}-rank{self.rank}-epoch{self.at_epoch}"
+        fired = int(folder.read_text(name)) if folder.exists(name) else 0
         if fired >= self.times:
             return False
-        with open(path, "w") as f:
-            f.write(str(fired + 1))
+        folder.write_atomic(name, str(fired + 1).encode())
         return True
 
 
