@@ -150,8 +150,10 @@ class WorkerGroupContract:
         assert on_disk(result) == ["checkpoint_000000", "checkpoint_000001", "checkpoint_000004"]
         assert os.listdir(os.path.join(result.path, "checkpoint_000001")) == ["epoch.txt"]
         assert result.checkpoint.path == os.path.join(result.path, "checkpoint_000004")
-        assert [m["epoch"] for _, m in result.best_checkpoints] == [4, 1, 0]
-        assert result.get_best_checkpoint("loss", "min") == result.checkpoint
+        # as Ray: the num_to_keep best, worst to best; the latest is not among them
+        assert [m["epoch"] for _, m in result.best_checkpoints] == [1, 0]
+        best_low = result.get_best_checkpoint("loss", "min")
+        assert best_low.path == os.path.join(result.path, "checkpoint_000001")
         assert not os.path.exists(os.path.join(result.path, ".staging"))
 
     def test_checkpoint_files_merge_from_every_rank(self, scaling_config, run_config, world_size):

@@ -269,3 +269,40 @@ def test_restart_resumes_from_an_async_checkpoint(run_config):
     result = fit(train_func, config, num_workers=1)
     assert result.return_value == 2
     assert read_epoch(result.checkpoint) == 2
+
+
+def test_get_all_reported_checkpoints_when_one_rank_attaches_files(run_config):
+    """Ray's test_report_get_all_reported_checkpoints: every rank sees the commits."""
+
+    def train_func():
+        if train.get_context().get_world_rank() == 0:
+            train.report(metrics={}, checkpoint=None)
+            report_files(1)
+            first = len(train.get_all_reported_checkpoints())
+            report_files(2)
+            return first
+        for _ in range(3):
+            train.report(metrics={}, checkpoint=None)
+        return len(train.get_all_reported_checkpoints())
+
+    result = DataParallelTrainer(
+        train_func, scaling_config=ScalingConfig(num_workers=2), run_config=run_config
+    )._controller()
+    result.run()
+    assert result.return_values() == [1, 2]
+
+
+def test_a_step_mixing_sync_and_async_ranks_commits_every_rank_s_files(run_config):
+    def train_func():
+        rank = train.get_context().get_world_rank()
+        mode = CheckpointUploadMode.ASYNC if rank == 0 else CheckpointUploadMode.SYNC
+        with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+            with open(os.path.join(d, f"rank{rank}.txt"), "w") as f:
+                f.write(str(rank))
+            train.report(
+                {"r": rank}, checkpoint=Checkpoint.from_directory(d), checkpoint_upload_mode=mode
+            )
+
+    result = fit(train_func, run_config)
+    with result.checkpoint.as_directory() as d:
+        assert sorted(os.listdir(d)) == ["rank0.txt", "rank1.txt"]

@@ -247,3 +247,16 @@ def test_report_with_keywords_and_a_dict_is_a_type_error(run_config):
             train_func, run_config=RunConfig(storage_path=run_config.storage_path, verbose=0)
         ).fit()
     assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_trainer_run_resumes_from_a_dict_checkpoint_and_keeps_the_latest(tmp_path):
+    def train_func():
+        state = train.load_checkpoint()
+        train.save_checkpoint(epoch=state["epoch"] + 1)
+        return state["epoch"]
+
+    trainer = Trainer(backend="torch", num_workers=2, logdir=str(tmp_path))
+    trainer.start()
+    assert trainer.run(train_func, checkpoint={"epoch": 4}) == [4, 4]
+    assert trainer.latest_checkpoint == {"epoch": 5}
+    trainer.shutdown()

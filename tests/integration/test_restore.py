@@ -113,7 +113,7 @@ def test_restore_after_the_driver_is_killed(tmp_path):
 def test_restore_of_something_that_is_not_a_run(tmp_path):
     import pytest
 
-    with pytest.raises(FileNotFoundError, match="holds no lockstep run"):
+    with pytest.raises(RuntimeError, match="holds no lockstep run"):  # as Ray raises it
         DataParallelTrainer.restore(str(tmp_path))
 
 

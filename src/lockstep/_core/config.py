@@ -36,6 +36,9 @@ class ScalingConfig:
         accelerator_type: Ray accelerator type each worker needs, e.g. ``"A100"``.
         executor: ``"process"`` (local processes) or ``"ray"`` (a Ray cluster). When None,
             ``"ray"`` is chosen if Ray is initialised or ``RAY_ADDRESS`` is set.
+        trainer_resources: Resources of the trainer itself, as Ray reserves them (none by
+            default); they count in :attr:`total_resources`. Here the trainer is the driver
+            process, which reserves nothing.
 
     Example:
         >>> ScalingConfig(num_workers=4, use_gpu=False).num_workers
@@ -48,6 +51,7 @@ class ScalingConfig:
     placement_strategy: str = "PACK"
     accelerator_type: str | None = None
     executor: Literal["process", "ray"] | None = None
+    trainer_resources: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.num_workers, tuple):
@@ -100,6 +104,29 @@ class ScalingConfig:
                 'use_gpu=True but resources_per_worker has "GPU": 0. '
                 'HINT: drop "GPU" from resources_per_worker or give a positive amount'
             )
+
+    @property
+    def total_resources(self) -> dict[str, float]:
+        """The trainer's resources plus every worker's, as Ray V2 sums them.
+
+        Example:
+            >>> ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2}).total_resources
+            {'CPU': 4.0}
+            >>> ScalingConfig(num_workers=2, use_gpu=True).total_resources
+            {'GPU': 2.0}
+        """
+        total = {k: float(v) for k, v in (self.trainer_resources or {}).items() if v}
+        per_worker = dict(self.resources_per_worker or {})
+        if not per_worker:
+            per_worker = {"GPU": 1} if self.use_gpu else {"CPU": 1}
+        elif self.use_gpu:
+            per_worker.setdefault("GPU", 1)
+        if self.accelerator_type is not None:
+            per_worker[f"accelerator_type:{self.accelerator_type}"] = 0.001
+        for key, amount in per_worker.items():
+            if amount:
+                total[key] = total.get(key, 0.0) + float(amount) * self.num_workers
+        return total
 
     @property
     def num_cpus_per_worker(self) -> float:
@@ -247,6 +274,8 @@ class FailureConfig:
     Args:
         max_failures: Restart all workers from the latest committed checkpoint up to this
             many times; -1 restarts without limit, 0 raises on the first failure.
+        fail_fast: Ray's switch to stop at the first failure (True or ``"raise"``); a
+            single run then behaves as with ``max_failures=0``, which it requires.
 
     Example:
         >>> FailureConfig(max_failures=2).max_failures
@@ -254,6 +283,7 @@ class FailureConfig:
     """
 
     max_failures: int = 0
+    fail_fast: bool | str = False
 
     def __post_init__(self) -> None:
         _check_int(
@@ -262,6 +292,44 @@ class FailureConfig:
             minimum=-1,
             hint="use 0 to fail at once, n to allow n restarts, or -1 for no limit",
         )
+        if isinstance(self.fail_fast, str) and self.fail_fast.upper() != "RAISE":
+            raise ValueError(
+                f"fail_fast must be True, False or 'raise', got {self.fail_fast!r}. "
+                "HINT: fail_fast=True"
+            )
+        if self.fail_fast and self.max_failures != 0:
+            raise ValueError(
+                "max_failures must be 0 if fail_fast is set (Ray's rule). HINT: drop "
+                "max_failures, or fail_fast"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncConfig:
+    """Ray's settings for copying results from the nodes to storage, accepted for old code.
+
+    lockstep's workers write checkpoints and results straight to the run's storage, so
+    there is nothing to sync: the fields are checked and kept, and change nothing.
+
+    Args:
+        sync_period: Seconds between syncs in Ray.
+        sync_timeout: Seconds a sync may take in Ray.
+        sync_artifacts: Whether Ray syncs files the trials wrote beside their results.
+        sync_artifacts_on_checkpoint: Whether Ray syncs artifacts at each checkpoint.
+
+    Example:
+        >>> SyncConfig(sync_period=60).sync_period
+        60
+    """
+
+    sync_period: int = 300
+    sync_timeout: int = 1800
+    sync_artifacts: bool = False
+    sync_artifacts_on_checkpoint: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("sync_period", "sync_timeout"):
+            _check_int(f"SyncConfig.{name}", getattr(self, name), minimum=0, hint="seconds")
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.=+@,-][A-Za-z0-9_.=+@, -]*$")
@@ -293,6 +361,7 @@ class RunConfig:
         progress_total: How many reports the run will make (the number of epochs, say),
             so that progress shows ``iter k/total`` and an estimated time left. Ray has no
             such option and lockstep guesses nothing: without it, no ETA is shown.
+        sync_config: Ray's :class:`SyncConfig`; accepted, with nothing to sync here.
 
     Example:
         >>> RunConfig(name="exp", storage_path="/tmp/runs").name
@@ -310,6 +379,7 @@ class RunConfig:
     verbose: int = 1
     progress_metrics: Sequence[str] | None = None
     progress_total: int | None = None
+    sync_config: SyncConfig | None = None
 
     def __post_init__(self) -> None:
         if self.name is not None and (
@@ -364,7 +434,7 @@ class RunConfig:
         from lockstep._core.pyarrow_fs import to_fsspec
 
         to_fsspec(self.storage_filesystem)  # raises for anything but a filesystem
-        if self.storage_path is None or "://" in os.fspath(self.storage_path):
+        if self.storage_path is not None and "://" in os.fspath(self.storage_path):
             raise ValueError(
                 f"storage_filesystem is set, so storage_path must be a path on it without a "
                 f"URI prefix, got {self.storage_path!r}. HINT: "

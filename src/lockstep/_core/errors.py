@@ -14,6 +14,17 @@ class UsageError(ValueError):
     """
 
 
+class UsageKeyError(UsageError, KeyError):
+    """A misuse that names something unknown (a dataset, say); a KeyError, as in Ray."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""  # not KeyError's quoted repr
+
+
+class RunNotFoundError(FileNotFoundError, RuntimeError):
+    """A path holds no run; a RuntimeError, as Ray raises it, and a FileNotFoundError."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkerFailure:
     """What is known about one worker's failure: who, how, when, and the user's traceback.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockstep._core import pyarrow_fs, storage
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import RunNotFoundError, TrainingFailedError, WorkerFailure
 from lockstep._core.run_state import RunState
 
 if TYPE_CHECKING:
@@ -24,8 +24,10 @@ class Result:
     Attributes:
         metrics: Rank 0's last reported metrics, with or without a checkpoint.
         checkpoint: The latest committed checkpoint, or None.
-        best_checkpoints: ``(checkpoint, metrics)`` for every retained checkpoint, ordered by
-            score from worst to best (best last), or oldest first without a score.
+        best_checkpoints: ``(checkpoint, metrics)`` of the ``num_to_keep`` best retained
+            checkpoints (all without ``num_to_keep``), ordered by score from worst to best
+            (best last), or oldest first without a score. The latest checkpoint, kept on
+            disk for a restart, is listed only when it is one of them (as in Ray).
         path: The run directory, as a local path or URL.
         error: The failure, when the run failed.
         return_value: What rank 0's training function returned.
@@ -87,7 +89,8 @@ class Result:
         ``path`` is a path on it, without a URI prefix, as Ray takes it.
 
         Raises:
-            FileNotFoundError: ``path`` holds no lockstep run.
+            RunNotFoundError: ``path`` holds no lockstep run (a ``RuntimeError`` as in Ray,
+                and a ``FileNotFoundError``).
         """
         run_dir = (
             storage.StorageDir.of(pyarrow_fs.to_fsspec(storage_filesystem), os.fspath(path))
@@ -95,13 +98,18 @@ class Result:
             else storage.StorageDir.from_uri(path)
         )
         if not run_dir.exists(storage.STATE_FILE):
-            raise FileNotFoundError(
+            raise RunNotFoundError(
                 f"{run_dir.uri!r} holds no lockstep run ({storage.STATE_FILE} is missing). "
                 "HINT: pass the run directory, i.e. storage_path/name"
             )
         state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
         rows = read_results(run_dir)
-        return cls.from_state(run_dir, state, last_metrics=user_metrics(rows[-1]) if rows else None)
+        return cls.from_state(
+            run_dir,
+            state,
+            last_metrics=user_metrics(rows[-1]) if rows else None,
+            num_to_keep=_num_to_keep(run_dir),
+        )
 
     @classmethod
     def from_state(
@@ -111,13 +119,17 @@ class Result:
         *,
         last_metrics: dict[str, Any] | None,
         return_value: Any = None,
+        num_to_keep: int | None = None,
     ) -> Result:
         """Build a Result from a run's state snapshot and its last reported metrics."""
 
         def checkpoint(name: str) -> Checkpoint:
             return Checkpoint(run_dir.join(name), run_dir.fs)
 
-        best = [(checkpoint(r.dir_name), dict(r.metrics)) for r in state.checkpoints]
+        records = state.checkpoints
+        if num_to_keep is not None and len(records) > num_to_keep:
+            records = records[-num_to_keep:]  # best last: the latest kept only for restarts
+        best = [(checkpoint(r.dir_name), dict(r.metrics)) for r in records]
         return cls(
             metrics=last_metrics,
             checkpoint=checkpoint(state.latest) if state.latest else None,
@@ -127,6 +139,18 @@ class Result:
             return_value=return_value,
             _run_dir=run_dir,
         )
+
+
+def _num_to_keep(run_dir: storage.StorageDir) -> int | None:
+    """``CheckpointConfig.num_to_keep`` of the run, from its params.json."""
+    if not run_dir.exists(storage.PARAMS_FILE):
+        return None
+    try:
+        params = json.loads(run_dir.read_text(storage.PARAMS_FILE))
+        value = params["run_config"]["checkpoint_config"]["num_to_keep"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def read_results(run_dir: storage.StorageDir) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from lockstep._core.config import (
     FailureConfig,
     RunConfig,
     ScalingConfig,
+    SyncConfig,
 )
 from lockstep._core.result import Result
 from lockstep.air import config, session
@@ -26,6 +27,7 @@ __all__ = [
     "Result",
     "RunConfig",
     "ScalingConfig",
+    "SyncConfig",
     "config",
     "session",
 ]

@@ -6,6 +6,14 @@ from lockstep._core.config import (
     FailureConfig,
     RunConfig,
     ScalingConfig,
+    SyncConfig,
 )
 
-__all__ = ["CheckpointConfig", "DataConfig", "FailureConfig", "RunConfig", "ScalingConfig"]
+__all__ = [
+    "CheckpointConfig",
+    "DataConfig",
+    "FailureConfig",
+    "RunConfig",
+    "ScalingConfig",
+    "SyncConfig",
+]

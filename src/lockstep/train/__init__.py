@@ -14,6 +14,7 @@ from lockstep._core.config import (
     FailureConfig,
     RunConfig,
     ScalingConfig,
+    SyncConfig,
 )
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import (
@@ -73,6 +74,7 @@ __all__ = [
     "RunConfig",
     "RunContext",
     "ScalingConfig",
+    "SyncConfig",
     "TrainContext",
     "Trainer",
     "TrainingFailedError",

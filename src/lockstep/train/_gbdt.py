@@ -263,6 +263,8 @@ class GBDTTrainer(DataParallelTrainer):
     defaults).
     """
 
+    _honours_checkpoint_frequency = True  # its own boosting loop checkpoints every n rounds
+
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         raise NotImplementedError
 

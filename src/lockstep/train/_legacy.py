@@ -6,6 +6,7 @@ Older material writes ``trainer.start(); trainer.run(train_func); trainer.shutdo
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,8 @@ class Trainer:
         self._logdir = logdir
         self._max_retries = max_retries
         self._started = False
+        self._latest: TrainController | None = None
+        self._owned: list[str] = []  # checkpoints made from dicts, removed at shutdown()
 
     def start(self) -> None:
         """Get ready to run training functions."""
@@ -68,7 +71,7 @@ class Trainer:
         config: Mapping[str, Any] | None = None,
         callbacks: Sequence[Any] | None = None,
         dataset: Any = None,
-        checkpoint: Checkpoint | None = None,
+        checkpoint: Checkpoint | Mapping[str, Any] | str | None = None,
     ) -> list[Any]:
         """Run ``train_func`` on every worker; return what each returned, in rank order.
 
@@ -88,7 +91,7 @@ class Trainer:
         train_func: Callable[..., Any],
         config: Mapping[str, Any] | None = None,
         dataset: Any = None,
-        checkpoint: Checkpoint | None = None,
+        checkpoint: Checkpoint | Mapping[str, Any] | str | None = None,
     ) -> TrainingIterator:
         """Run ``train_func`` step by step: iterating yields each report, as a list of
         every worker's metrics; ``get_final_results()`` then gives the return values.
@@ -119,7 +122,7 @@ class Trainer:
         config: Mapping[str, Any] | None,
         callbacks: list[UserCallback | Callback],
         dataset: Any,
-        checkpoint: Checkpoint | None,
+        checkpoint: Checkpoint | Mapping[str, Any] | str | None,
     ) -> TrainController:
         if not self._started:
             raise RuntimeError("Trainer.run() before Trainer.start(). HINT: call start() first")
@@ -137,13 +140,38 @@ class Trainer:
             scaling_config=self._scaling,
             run_config=run_config,
             datasets=_datasets(dataset),
-            resume_from_checkpoint=checkpoint,
+            resume_from_checkpoint=self._as_checkpoint(checkpoint),
         )
-        return trainer._controller()
+        controller = trainer._controller()
+        self._latest = controller
+        return controller
+
+    @property
+    def latest_checkpoint(self) -> dict[str, Any] | None:
+        """The latest checkpoint of the last run, as the dict ``save_checkpoint`` saved
+        (Ray 1.x), or None."""
+        controller = self._latest
+        checkpoint = controller.latest_checkpoint() if controller is not None else None
+        return None if checkpoint is None else checkpoint.to_dict()
 
     def shutdown(self) -> None:
         """Release the workers; a later run() needs start() again."""
         self._started = False
+        for path in self._owned:
+            shutil.rmtree(path, ignore_errors=True)
+        self._owned = []
+
+    def _as_checkpoint(
+        self, checkpoint: Checkpoint | Mapping[str, Any] | str | None
+    ) -> Checkpoint | None:
+        """Ray 1.x took a checkpoint as a dict, or as a path."""
+        if checkpoint is None or isinstance(checkpoint, Checkpoint):
+            return checkpoint
+        if isinstance(checkpoint, Mapping):
+            made = Checkpoint.from_dict(checkpoint)
+            self._owned.append(made.path)
+            return made
+        return Checkpoint(checkpoint)
 
 
 class TrainingIterator:

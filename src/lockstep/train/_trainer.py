@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
+from lockstep._core.errors import RunNotFoundError
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
@@ -178,6 +179,7 @@ class DataParallelTrainer:
         self._spec = spec
         self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
         self.run_config = _named(spec.run_config or RunConfig())
+        _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = spec.backend_config
         self.datasets = dict(spec.datasets or {})
         self.dataset_config = spec.dataset_config
@@ -302,7 +304,7 @@ class DataParallelTrainer:
 
         run_dir = storage.StorageDir.from_uri(path)
         if not cls.can_restore(path):
-            raise FileNotFoundError(
+            raise RunNotFoundError(
                 f"{run_dir.uri!r} holds no lockstep run to restore. HINT: pass the run "
                 "directory, storage_path/name, of a run that was started with fit()"
             )
@@ -354,6 +356,7 @@ class DataParallelTrainer:
             config = self.dataset_config or DataConfig()
             shards = config.configure(datasets, num_workers)
         backend = (backend_config or BackendConfig()).make_backend()
+        _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",
@@ -410,6 +413,23 @@ DataParallelTrainer.Spec = TrainerSpec
 DataParallelTrainer.__signature__ = TrainerSpec.signature()  # type: ignore[attr-defined]
 
 
+def _check_checkpoint_frequency(trainer: type, run_config: RunConfig) -> None:
+    """As Ray: a frequency only trainers that own the training loop can honour."""
+    frequency = run_config.checkpoint_config.checkpoint_frequency
+    if frequency and not getattr(trainer, "_honours_checkpoint_frequency", False):
+        raise ValueError(
+            f"CheckpointConfig(checkpoint_frequency={frequency}) cannot be honoured by "
+            f"{trainer.__name__}: the training function decides when to checkpoint. HINT: "
+            "call train.report(metrics, checkpoint=...) every n steps in your function, and "
+            "leave checkpoint_frequency at 0"
+        )
+
+
+def _check_backend_picklable(backend: Any) -> None:
+    """A backend goes to every worker: one that cannot be pickled fails here, not later."""
+    pickling.dumps(backend, "backend_config (the Backend it makes)")
+
+
 def _check_train_function(fn: Callable[..., Any] | None, config: Mapping[str, Any] | None) -> bool:
     """Check ``fn`` takes zero or one argument; return whether it takes the config."""
     if not callable(fn):
@@ -435,11 +455,7 @@ def _check_train_function(fn: Callable[..., Any] | None, config: Mapping[str, An
     takes = any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
     )
-    if config is not None and not takes:
-        raise ValueError(
-            "train_loop_config was given but train_loop_per_worker takes no argument. "
-            "HINT: def train_func(config): ... to receive it"
-        )
+    # A function without parameters is called without the config, as Ray does.
     return takes
 
 

@@ -32,9 +32,22 @@ def test_optional_arguments_are_fine():
     DataParallelTrainer(train_func, run_config=RunConfig(verbose=0))
 
 
-def test_config_for_a_function_without_arguments():
-    with pytest.raises(ValueError, match="takes no argument"):
-        DataParallelTrainer(noop, train_loop_config={"lr": 0.1})
+def test_config_for_a_function_without_arguments_is_not_passed(tmp_path):
+    # as Ray: the function is called without the config
+    result = DataParallelTrainer(
+        lambda: "called",
+        train_loop_config={"lr": 0.1},
+        run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert result.return_value == "called"
+
+
+def test_checkpoint_frequency_on_a_training_function_is_an_error():
+    from lockstep.train import CheckpointConfig
+
+    config = RunConfig(checkpoint_config=CheckpointConfig(checkpoint_frequency=2))
+    with pytest.raises(ValueError, match=r"checkpoint_frequency=2\) cannot be honoured.*HINT"):
+        DataParallelTrainer(noop, run_config=config)
 
 
 def test_not_callable():

@@ -29,8 +29,11 @@ class BackendConfig:
 class Backend:
     """Sets a framework up in each worker before the training function runs.
 
-    ``worker_env`` runs in the driver, the other two in each worker. ``on_worker_start``
-    may use the collective (to agree on a port chosen by rank 0, say).
+    ``worker_env`` runs in the driver, ``on_worker_start`` and ``on_worker_shutdown`` in
+    each worker. ``on_worker_start`` may use the collective (to agree on a port chosen by
+    rank 0, say). Ray's driver-side hooks are called too, with a :class:`WorkerGroupInfo`
+    in place of Ray's worker group: ``on_start`` and ``on_training_start`` before the
+    workers of each attempt start, ``on_shutdown`` after they stopped.
     """
 
     def __init__(self, config: BackendConfig) -> None:
@@ -45,3 +48,32 @@ class Backend:
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         """Tear the framework down in this worker, after the training function."""
+
+    def on_start(self, worker_group: WorkerGroupInfo, backend_config: BackendConfig) -> None:
+        """Ray's hook, in the driver: the workers of an attempt are about to start."""
+
+    def on_training_start(
+        self, worker_group: WorkerGroupInfo, backend_config: BackendConfig
+    ) -> None:
+        """Ray's hook, in the driver: the training function is about to run."""
+
+    def on_shutdown(self, worker_group: WorkerGroupInfo, backend_config: BackendConfig) -> None:
+        """Ray's hook, in the driver: the workers of an attempt have stopped."""
+
+
+@dataclass(frozen=True)
+class WorkerGroupInfo:
+    """What Ray's driver-side backend hooks learn about the workers here.
+
+    Attributes:
+        num_workers: The number of workers.
+
+    Example:
+        >>> len(WorkerGroupInfo(num_workers=4))
+        4
+    """
+
+    num_workers: int
+
+    def __len__(self) -> int:
+        return self.num_workers

@@ -31,7 +31,8 @@ class TorchConfig(BackendConfig):
     Args:
         backend: ``"gloo"`` or ``"nccl"``; when None, NCCL with GPUs and gloo without.
         init_method: ``"env"`` (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as
-            ``torchrun`` does) or ``"tcp"``. Both rendezvous through rank 0's store.
+            ``torchrun`` does) or ``"tcp"``; torch's spelling (``"env://"``,
+            ``"tcp://host:port"``) is accepted too. Both rendezvous through rank 0's store.
         timeout_s: How long collective operations wait before failing.
 
     Example:
@@ -40,7 +41,7 @@ class TorchConfig(BackendConfig):
     """
 
     backend: Literal["gloo", "nccl"] | None = None
-    init_method: Literal["env", "tcp"] = "env"
+    init_method: str = "env"
     timeout_s: int = 1800
 
     def __post_init__(self) -> None:
@@ -48,8 +49,13 @@ class TorchConfig(BackendConfig):
             raise ValueError(
                 f"unknown torch backend {self.backend!r}. HINT: use 'gloo' (CPU) or 'nccl' (GPU)"
             )
-        if self.init_method not in ("env", "tcp"):
-            raise ValueError(f"init_method must be 'env' or 'tcp', got {self.init_method!r}")
+        scheme = str(self.init_method).split("://", 1)[0]
+        if scheme not in ("env", "tcp"):
+            raise ValueError(
+                f"init_method must be 'env' or 'tcp', got {self.init_method!r}. "
+                "HINT: init_method='env' (or torch's 'env://')"
+            )
+        object.__setattr__(self, "init_method", scheme)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
             raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
         if self.timeout_s <= 0:

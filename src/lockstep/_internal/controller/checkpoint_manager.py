@@ -52,6 +52,10 @@ class CheckpointManager:
         return cls(run_dir, config, state, metadata)
 
     @property
+    def num_to_keep(self) -> int | None:
+        return self._config.num_to_keep
+
+    @property
     def latest_checkpoint(self) -> Checkpoint | None:
         if self.state.latest is None:
             return None
@@ -103,9 +107,9 @@ class CheckpointManager:
         """Commit a checkpoint the workers already put in the run directory (NO_UPLOAD, or
         a ``checkpoint_upload_fn``); one found elsewhere is copied in first."""
         inside = self._inside_run_dir(checkpoint)
-        if inside is not None and reserved is None:
-            reserved = (inside, self.reserve()[1])
         name, index = reserved or self.reserve()
+        if inside is not None:
+            name = inside  # where the worker put it: committed in place, never copied
         if inside != name:
             with checkpoint.as_directory() as local:
                 self.run_dir.upload_dir(local, name)
@@ -143,9 +147,13 @@ class CheckpointManager:
             index=index,
             training_iteration=training_iteration,
         )
-        self.state.latest = name
+        current = self.state.record(self.state.latest) if self.state.latest else None
+        if current is not None and current.index > index:
+            latest = current  # an ASYNC upload committed after a newer SYNC checkpoint
+        else:
+            latest, self.state.latest = record, name
         self.state.checkpoints = self._ordered([*self.state.checkpoints, record])
-        kept, evicted = self._retain(self.state.checkpoints, latest=record)
+        kept, evicted = self._retain(self.state.checkpoints, latest=latest)
         self.state.checkpoints = kept
         # Save the snapshot before deleting old checkpoints: if deletion happens first and
         # the process crashes, the snapshot may point to checkpoints that are gone.

@@ -12,7 +12,9 @@ a fake group and queued events.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
+import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -21,6 +23,7 @@ from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._core.result import Result, user_metrics
+from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress, RunSummary
@@ -213,6 +216,7 @@ class TrainController:
         self._progress.starting(state.attempt)
         self._group = self._make_worker_group()
         try:
+            self._backend_hooks("on_start", "on_training_start")
             self._group.start(spec)
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
@@ -243,6 +247,8 @@ class TrainController:
         elif isinstance(event, Returned):
             self._progress.worker_stopped()
             self._return_values[event.rank] = event.return_value
+            if event.dropped is not None:
+                warnings.warn(event.dropped, stacklevel=1)
             self._steps.finish(event.rank, event.num_reports)
         else:
             assert isinstance(event, Failed)
@@ -295,6 +301,7 @@ class TrainController:
         upload started) and tell every worker."""
         persisted = next((r.persisted for r in step.reports if r.persisted is not None), None)
         if pending is None:
+            self._stage_handoffs(step)
             checkpoint = self._run_record.record_step(
                 step.metrics,
                 staged=self._staged(step),
@@ -310,6 +317,15 @@ class TrainController:
             reported = self._run_record.reported()
             self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
         return checkpoint
+
+    def _stage_handoffs(self, step: Step) -> None:
+        """Ranks that reported ASYNC in a step another rank reported SYNC: their files
+        are staged now, so the step commits whole."""
+        for report in step.reports:
+            if report.handoff is not None and os.path.isdir(report.handoff):
+                staged = storage.staging_dir_name(step.index, report.rank, root=self._staging_dir)
+                self._spec.run_dir.upload_dir(report.handoff, staged)
+                discard([report.handoff])
 
     def _logged_row(self) -> dict[str, Any]:
         row = self._run_record.last_row
@@ -408,10 +424,19 @@ class TrainController:
 
     def _stop_group(self) -> None:
         if self._group is not None:
-            try:
-                self._group.shutdown()
-            finally:
-                self._group = None
+            group, self._group = self._group, None
+            group.shutdown()
+            self._backend_hooks("on_shutdown")
+
+    def _backend_hooks(self, *names: str) -> None:
+        """Ray's driver-side Backend hooks, for backends written for Ray."""
+        backend = self._spec.backend
+        info = WorkerGroupInfo(num_workers=self._spec.num_workers)
+        config = getattr(backend, "config", None)
+        for name in names:
+            hook = getattr(backend, name, None)
+            if hook is not None:
+                hook(info, config)
 
     def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
         state = self._run_record.state
@@ -432,7 +457,12 @@ class TrainController:
             self._run_record.state,
             last_metrics=metrics,
             return_value=values[0] if values else None,
+            num_to_keep=self._run_record.num_to_keep,
         )
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The run's latest committed checkpoint, or None."""
+        return self._run_record.latest_checkpoint
 
     def return_values(self) -> list[Any]:
         """What every worker's function returned, in rank order (after a successful run)."""

@@ -64,6 +64,11 @@ class RunRecord:
         return self._checkpoints.state
 
     @property
+    def num_to_keep(self) -> int | None:
+        """``CheckpointConfig.num_to_keep``: how many best checkpoints a Result lists."""
+        return self._checkpoints.num_to_keep
+
+    @property
     def latest_checkpoint(self) -> Checkpoint | None:
         return self._checkpoints.latest_checkpoint
 

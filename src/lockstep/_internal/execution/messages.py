@@ -124,11 +124,13 @@ class Stop:
 
 @dataclass(frozen=True, slots=True)
 class Returned:
-    """The training function returned ``cloudpickle.dumps(value)`` after ``num_reports``."""
+    """The training function returned ``cloudpickle.dumps(value)`` after ``num_reports``;
+    ``dropped`` says why the value was replaced by None (it could not be pickled)."""
 
     rank: int
     return_value: bytes
     num_reports: int
+    dropped: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

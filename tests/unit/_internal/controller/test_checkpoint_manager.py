@@ -123,3 +123,23 @@ def test_ranks_merge_and_rank_zero_wins_a_name_collision(run_dir):
     assert run_dir.read_text("checkpoint_000000/model.pt") == "rank 0"
     assert run_dir.listdir() == [".staging", "checkpoint_000000", "run_state.json"]
     assert run_dir.child(".staging").listdir() == []
+
+
+def test_a_late_commit_of_an_older_checkpoint_does_not_become_the_latest(tmp_path):
+    from lockstep._core.config import CheckpointConfig
+    from lockstep._core.storage import StorageDir
+    from lockstep._internal.controller.checkpoint_manager import CheckpointManager
+
+    run_dir = StorageDir.from_uri(tmp_path / "run")
+    run_dir.makedirs()
+    manager = CheckpointManager.open(run_dir, CheckpointConfig())
+    older = manager.reserve()  # an ASYNC upload still in flight
+    for step, reserved in ((1, None), (0, older)):
+        staged = f".staging/step_{step:09d}"
+        run_dir.makedirs(f"{staged}/rank_00000")
+        manager.commit(staged, {"step": step}, step + 1, reserved)
+    assert manager.state.latest == "checkpoint_000001"
+    assert [c.dir_name for c in manager.state.checkpoints] == [
+        "checkpoint_000000",
+        "checkpoint_000001",
+    ]

@@ -264,10 +264,9 @@ def test_retention_keeps_best_and_latest(tmp_path):
     result = controller.run()
     kept = sorted(n for n in run_dir.listdir() if n.startswith("checkpoint_"))
     assert kept == ["checkpoint_000001", "checkpoint_000003"]  # best (1.0) and latest
-    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == [
-        "checkpoint_000003",
-        "checkpoint_000001",
-    ]  # worst to best
+    # as Ray: the num_to_keep best only; the latest is result.checkpoint, not listed
+    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == ["checkpoint_000001"]
+    assert os.path.basename(result.checkpoint.path) == "checkpoint_000003"
 
 
 def test_a_requested_stop_keeps_the_committed_checkpoints_and_can_continue(tmp_path):

@@ -55,3 +55,11 @@ def test_uneven_gpu_share(monkeypatch):
 def test_torch_config_type_is_checked():
     with pytest.raises(ValueError, match="torch_config must be a TorchConfig"):
         TorchTrainer(lambda: None, torch_config={"backend": "gloo"})
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [("env", "env"), ("env://", "env"), ("tcp", "tcp"), ("tcp://127.0.0.1:29500", "tcp")],
+)
+def test_init_method_in_torch_spelling_is_accepted(given, kept):
+    assert TorchConfig(init_method=given).init_method == kept

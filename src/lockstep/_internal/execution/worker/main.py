@@ -45,9 +45,9 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
         value = _run_function(start.train_fn)
-        payload = _pickle_return_value(value, start.context.world_rank)
+        payload, dropped = _pickle_return_value(value, start.context.world_rank)
         session.close()
-        session.send(Returned(start.context.world_rank, payload, session.num_reports))
+        session.send(Returned(start.context.world_rank, payload, session.num_reports, dropped))
         return 0
     except WorkerStopped:
         session.close()
@@ -94,16 +94,20 @@ def _run_function(train_fn: bytes) -> Any:
     return fn(config) if takes_config else fn()
 
 
-def _pickle_return_value(value: Any, rank: int) -> bytes:
+def _pickle_return_value(value: Any, rank: int) -> tuple[bytes, str | None]:
+    """The return value, pickled; one that cannot be is dropped (Ray too), with the reason
+    for the driver to warn about."""
     import cloudpickle
 
     try:
-        return bytes(cloudpickle.dumps(value))
+        return bytes(cloudpickle.dumps(value)), None
     except Exception as exc:
-        raise UsageError(
+        reason = (
             f"rank {rank}'s training function returned a {type(value).__name__}, which cannot "
-            f"be pickled ({exc}). HINT: return plain data, or save objects into a checkpoint"
-        ) from exc
+            f"be pickled ({exc}); its return value is None. HINT: return plain data, or save "
+            "objects into a checkpoint"
+        )
+        return bytes(cloudpickle.dumps(None)), reason
 
 
 def _send_failure(session: session_module.Session, rank: int, exc: BaseException) -> None:

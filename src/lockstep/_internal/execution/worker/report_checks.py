@@ -14,7 +14,8 @@ from lockstep._core.storage import RESULT_AUTO_KEYS
 def clean_metrics(metrics: object) -> dict[str, Any]:
     """Return ``metrics`` as plain JSON data, or raise UsageError naming the bad entry.
 
-    NumPy scalars become Python numbers; anything else that JSON cannot hold is an error.
+    Single numbers held by an array library (numpy scalars, 0-d or one-element arrays and
+    tensors) become Python numbers; anything else that JSON cannot hold is an error.
     """
     if not isinstance(metrics, Mapping):
         raise UsageError(
@@ -56,10 +57,17 @@ def check_score(metrics: Mapping[str, Any], attribute: str | None) -> None:
         )
 
 
+_ARRAY_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "tensorflow")
+
+
 def _numpy_scalar(value: Any) -> Any:
-    # np.float32(1.0), np.int64(3): unambiguous numbers, so accept them as Python numbers.
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        return value.item()
+    # np.float32(1.0), torch.tensor(0.5), np.array([3]): one unambiguous number each, so
+    # accept them as Python numbers (.item()); bigger arrays still fail with a hint.
+    if type(value).__module__.split(".")[0] in _ARRAY_LIBRARIES:
+        size = value.numel() if hasattr(value, "numel") else getattr(value, "size", None)
+        if size == 1:
+            number = value.numpy() if not hasattr(value, "item") else value
+            return number.item()
     raise TypeError(type(value).__name__)
 
 

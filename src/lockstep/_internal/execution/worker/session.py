@@ -18,7 +18,7 @@ from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
-from lockstep._core.errors import UsageError
+from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
 from lockstep._core.storage import STAGING_DIR, staging_dir_name
 from lockstep._internal.execution.messages import (
@@ -214,7 +214,7 @@ class Session:
             name = next(iter(datasets))
         if name not in datasets:
             given = sorted(datasets) or "none"
-            raise UsageError(
+            raise UsageKeyError(
                 f"get_dataset_shard({name!r}): no dataset by that name. Datasets given to the "
                 f"trainer: {given}. HINT: pass datasets={{{name!r}: ds}} to the trainer"
             )

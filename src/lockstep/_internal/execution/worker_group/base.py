@@ -64,7 +64,7 @@ class WorkerGroupSpec:
         return WorkerStart(
             context=context,
             train_fn=self.train_fn,
-            backend=self.backend,
+            backend=ByValue(self.backend),
             run_dir=self.run_dir,
             checkpoint=self.checkpoint,
             staging_dir=self.staging_dir,
@@ -131,7 +131,19 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._drain(rank, events)
             else:
                 self._receive(rank, events)
+        if any(isinstance(e, Failed) for e in events):
+            self._take_everything_sent(events)
         return events
+
+    def _take_everything_sent(self, events: list[WorkerEvent]) -> None:
+        """A worker ended: before the controller acts on it, take what every other worker
+        has sent already (a report that completes a step, say), so nothing is lost."""
+        for rank, conn in self._conns.items():
+            try:
+                while rank not in self._done and conn.poll(0):
+                    self._dispatch(rank, conn.recv(), events)
+            except (EOFError, OSError):
+                self._mark_lost(rank, events)
 
     def _waiting(self) -> selectors.BaseSelector:
         """The selector over every unfinished worker's connection and end-of-process fd."""
@@ -246,16 +258,24 @@ class ConnectedWorkerGroup(abc.ABC):
         # A worker that died while starting shows up in poll(), with its exit code. The
         # starts carry each worker's data shards: pickling one while another worker reads
         # its own (both release the GIL) starts them sooner than one after the other.
+        errors: list[BaseException] = []
+
+        def send(conn: Connection, start: WorkerStart) -> None:
+            try:
+                self._send_start(conn, start)
+            except BaseException as exc:  # a start that cannot be sent: fail, never hang
+                errors.append(exc)
+
         senders = [
-            threading.Thread(
-                target=self._send_start, args=(conn, starts[rank]), name="lockstep-start"
-            )
+            threading.Thread(target=send, args=(conn, starts[rank]), name="lockstep-start")
             for rank, conn in conns.items()
         ]
         for sender in senders:
             sender.start()
         for sender in senders:
             sender.join()
+        if errors:
+            raise errors[0]
 
     def _send_start(self, conn: Connection, start: WorkerStart) -> None:
         self._send(conn, start)
@@ -266,6 +286,21 @@ class ConnectedWorkerGroup(abc.ABC):
             conn.send(message)
         except OSError:
             pass  # that worker is gone; its end shows up as a lost connection
+
+
+class ByValue:
+    """Pickles ``obj`` with cloudpickle, so that classes defined in a function or in
+    ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself."""
+
+    def __init__(self, obj: Any) -> None:
+        import cloudpickle
+
+        self._data = bytes(cloudpickle.dumps(obj))
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        import cloudpickle
+
+        return cloudpickle.loads, (self._data,)
 
 
 _MAX_BATCH = 256  # messages taken from one worker before the others get a turn

@@ -17,6 +17,23 @@ def test_plain_and_numpy_values():
     assert type(cleaned["n"]) is int
 
 
+def test_single_numbers_of_array_libraries_become_python_numbers():
+    import torch
+
+    cleaned = clean_metrics(
+        {
+            "t": torch.tensor(0.25),
+            "t1": torch.tensor([3]),
+            "a1": np.array([1.5]),
+            "a0": np.array(2.0),
+        }
+    )
+    assert cleaned == {"t": 0.25, "t1": 3, "a1": 1.5, "a0": 2.0}
+    assert type(cleaned["t1"]) is int
+    with pytest.raises(UsageError, match=r"metric 'w' is a Tensor.*HINT"):
+        clean_metrics({"w": torch.zeros(2)})
+
+
 def test_nan_is_a_number():
     assert math.isnan(clean_metrics({"loss": float("nan")})["loss"])
 
