@@ -33,8 +33,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def mlflow_uri(tmp_path_factory):
-    """One SQLite store for the module: creating its tables takes MLflow several seconds."""
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    """One SQLite store for the module: creating its tables takes MLflow several seconds.
+
+    Its experiments keep their artifacts beside it: MLflow's default, ``./mlruns``, would
+    write into the working directory.
+    """
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    for name in ("tracking", "inside"):
+        client.create_experiment(name, artifact_location=(root / name).as_uri())
+    return uri
 
 
 @pytest.fixture
