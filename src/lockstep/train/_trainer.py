@@ -395,7 +395,7 @@ DataParallelTrainer.Spec = TrainerSpec
 DataParallelTrainer.__signature__ = TrainerSpec.signature()  # type: ignore[attr-defined]
 
 
-def _check_train_function(fn: Callable[..., Any], config: Mapping[str, Any] | None) -> bool:
+def _check_train_function(fn: Callable[..., Any] | None, config: Mapping[str, Any] | None) -> bool:
     """Check ``fn`` takes zero or one argument; return whether it takes the config."""
     if not callable(fn):
         raise ValueError(
