@@ -19,11 +19,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import settings
 
 from lockstep.train import RunConfig
 
 SESSION_MARK = "LOCKSTEP_TEST_SESSION"
 _BASE = pytest.StashKey[Path]()
+# Property tests: 40 examples each in the full run; `--hypothesis-profile=fast` for the
+# quick run a developer makes while working (README, "Development").
+settings.register_profile("lockstep", max_examples=40)
+settings.register_profile("fast", max_examples=8)
+settings.load_profile("lockstep")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +66,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # The directory pytest was started in (the checkout, usually): nothing may appear in it.
 WORKING_DIR = os.getcwd()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything in tests/integration starts worker processes: mark it so, in one place.
+    integration = Path(__file__).parent / "tests" / "integration"
+    for item in items:
+        if integration in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.processes)
 
 
 def _children() -> set[int]:

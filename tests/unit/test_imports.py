@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.processes  # each test imports in a fresh interpreter
+
 HEAVY = ["torch", "tensorflow", "xgboost", "lightgbm", "ray", "optuna"]
 
 

@@ -17,7 +17,6 @@ Layout of ``{storage_path}/{name}/``::
 
 from __future__ import annotations
 
-import abc
 import os
 import posixpath
 from collections.abc import Iterator
@@ -105,14 +104,16 @@ def _is_local(fs: AbstractFileSystem) -> bool:
     return protocol in ("file", "local")
 
 
-class StorageDir(abc.ABC):
+class StorageDir:
     """A directory on a local or fsspec filesystem, addressed by paths relative to it.
 
     The one interface for everything that writes a run directory (run log, run state,
     checkpoints, fault counters). Two implementations: :class:`LocalDir` (plain files:
     renames are atomic, files can be appended to) and :class:`FsspecDir` (object stores:
     whole-object uploads, no append). ``StorageDir(fs, path)`` picks the right one, as
-    ``pathlib.Path(...)`` picks the flavour of path.
+    ``pathlib.Path(...)`` picks the flavour of path. A new filesystem subclasses it and
+    implements every method that raises NotImplementedError here (the storage contract
+    tests in ``tests/unit/_core/test_storage.py`` say whether it did).
 
     Example:
         >>> import tempfile
@@ -183,51 +184,51 @@ class StorageDir(abc.ABC):
         for rel in _walk_files(local_dir):
             self.put_file(os.path.join(local_dir, rel), f"{dst_rel}/{rel.replace(os.sep, '/')}")
 
-    @abc.abstractmethod
     def join(self, *parts: str) -> str:
         """The full path of ``parts`` under this directory."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def exists(self, rel: str = "") -> bool: ...
+    def exists(self, rel: str = "") -> bool:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def makedirs(self, rel: str = "") -> None: ...
+    def makedirs(self, rel: str = "") -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def listdir(self) -> list[str]:
         """Names (not paths) of the entries in this directory; empty if it does not exist."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def write_atomic(self, rel: str, data: bytes) -> None:
         """Replace the file ``rel`` with ``data`` so that readers see the old or new bytes."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def open_append(self, rel: str) -> IO[str]:
         """The text file ``rel`` opened for appending; only where :attr:`can_append`."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def move(self, src_rel: str, dst_rel: str) -> None:
         """Move a file or directory; a local directory moves atomically (one rename)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def remove(self, rel: str) -> None:
         """Delete a file or a directory tree; missing is fine."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def put_file(self, local_path: str, rel: str) -> None:
         """Copy the local file ``local_path`` to ``rel``, creating its parents."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def download(self, rel: str, local_dir: str) -> None:
         """Copy every file under ``rel`` into the local directory ``local_dir``."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def _files(self, rel: str) -> list[str]:
         """Paths, relative to ``rel`` and with ``/``, of every file under ``rel``."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         """Move one file, replacing ``dst_rel``, creating its parents."""
+        raise NotImplementedError
 
     def append_text(self, rel: str, text: str) -> None:
         """Append to a file. Object stores cannot append: use :meth:`write_atomic`."""

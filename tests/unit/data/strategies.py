@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 import lockstep.data as ld
 
-SETTINGS = {"max_examples": 40, "deadline": None}
+# The number of examples comes from the Hypothesis profile (conftest.py): 40 by default,
+# fewer with --hypothesis-profile=fast.
+SETTINGS = {"deadline": None}
 
 
 @st.composite

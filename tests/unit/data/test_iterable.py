@@ -3,7 +3,6 @@
 import gc
 import sys
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -132,14 +131,18 @@ def test_nothing_starts_before_the_first_batch_is_asked_for():
 
 def test_prefetching_reads_ahead_while_the_consumer_works():
     produced = []
-    ds = ld.range(50, override_num_blocks=50).map_batches(lambda b: produced.append(1) or b)
+    read_ahead = threading.Event()
+
+    def count(batch):
+        produced.append(1)
+        if len(produced) >= 6:  # one handed over, up to five queued, one being made
+            read_ahead.set()
+        return batch
+
+    ds = ld.range(50, override_num_blocks=50).map_batches(count)
     batches = ds.iter_batches(batch_size=1, prefetch_batches=5)
     next(batches)
-    for _ in range(500):  # give the producer time to fill the queue
-        if len(produced) >= 6:
-            break
-        time.sleep(0.01)
-    assert len(produced) >= 6  # one handed over, up to five queued, one being made
+    assert read_ahead.wait()
     batches.close()
 
 

@@ -1,7 +1,7 @@
 """The prefetch thread keeps order, passes errors on, and is always joined."""
 
+import itertools
 import threading
-import time
 
 import pytest
 
@@ -14,9 +14,17 @@ def test_prefetch_keeps_order_and_joins_its_thread():
 
 
 def test_prefetch_stops_a_producer_blocked_on_a_full_queue():
-    items = prefetch(lambda: iter(range(10**9)), depth=2)
-    next(items)
-    time.sleep(0.05)  # the producer fills the queue and waits
+    full = threading.Event()
+
+    def produce():
+        for i in itertools.count():
+            if i == 3:  # 0 was taken, 1 and 2 fill the queue: putting 3 waits
+                full.set()
+            yield i
+
+    items = prefetch(produce, depth=2)
+    assert next(items) == 0
+    assert full.wait()
     items.close()
     assert not [t for t in threading.enumerate() if t.name == THREAD_NAME]
 

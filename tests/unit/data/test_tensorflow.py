@@ -1,11 +1,10 @@
-"""iter_tf_batches and to_tf (they need TensorFlow: skipped where it is not installed)."""
+"""iter_tf_batches and to_tf (TensorFlow is in the test extra: a broken install fails)."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-tf = pytest.importorskip("tensorflow")
-
-import lockstep.data as ld  # noqa: E402
+import lockstep.data as ld
 
 
 def test_iter_tf_batches_gives_tensors():

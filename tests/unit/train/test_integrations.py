@@ -6,6 +6,7 @@ import sys
 import pytest
 
 
+@pytest.mark.processes
 def test_importing_lockstep_train_imports_no_gbdt_framework():
     code = (
         "import sys, lockstep.train\n"

@@ -29,7 +29,7 @@ class CheckpointManager:
         state: RunState,
         metadata: dict[str, Any] | None = None,
     ):
-        self.run_dir = run_dir
+        self._run_dir = run_dir
         self._config = config
         self.state = state
         self._metadata = metadata or {}
@@ -56,13 +56,17 @@ class CheckpointManager:
         return self._config.num_to_keep
 
     @property
+    def run_dir(self) -> storage.StorageDir:
+        return self._run_dir
+
+    @property
     def latest_checkpoint(self) -> Checkpoint | None:
         if self.state.latest is None:
             return None
         return self.checkpoint(self.state.latest)
 
     def checkpoint(self, dir_name: str) -> Checkpoint:
-        return Checkpoint(self.run_dir.join(dir_name), self.run_dir.fs)
+        return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
 
     def reserve(self, dir_name: str | None = None) -> tuple[str, int]:
         """The name and index of the next checkpoint, taken now and committed later (an
@@ -162,16 +166,16 @@ class CheckpointManager:
             self.run_dir.remove(old.dir_name)
 
     def _merge_ranks(self, staged: str) -> str:
-        ranks = self.run_dir.child(staged).listdir()
+        ranks = self._run_dir.child(staged).listdir()
         assert ranks, f"nothing staged in {staged}: a worker reported a checkpoint it never wrote"
         base = f"{staged}/{ranks[-1]}"
         for rank_dir in reversed(ranks[:-1]):  # highest rank first, so rank 0 wins
-            self.run_dir.merge_into(f"{staged}/{rank_dir}", base)
+            self._run_dir.merge_into(f"{staged}/{rank_dir}", base)
         return base
 
     def save(self) -> None:
         """Write the snapshot atomically."""
-        self.run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
+        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
 
     def remove_uncommitted(self) -> None:
         """Delete staging leftovers and checkpoint directories the snapshot does not list.
@@ -180,10 +184,10 @@ class CheckpointManager:
         snapshot and an eviction; neither was ever a committed, visible checkpoint.
         """
         listed = {r.dir_name for r in self.state.checkpoints}
-        for name in self.run_dir.listdir():
+        for name in self._run_dir.listdir():
             if name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed:
-                self.run_dir.remove(name)
-        self.run_dir.remove(storage.STAGING_DIR)
+                self._run_dir.remove(name)
+        self._run_dir.remove(storage.STAGING_DIR)
 
     def _ordered(self, records: list[CheckpointRecord]) -> list[CheckpointRecord]:
         attribute = self._config.checkpoint_score_attribute
