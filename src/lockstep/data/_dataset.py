@@ -14,13 +14,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lockstep.data import _split
-from lockstep.data._aggregate import AggregateFn, Max, Mean, Min, Std, Sum, aggregate_blocks
-from lockstep.data._convert import EMPTY, check_batch_format, concat, to_pandas
-from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
+from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_blocks
+from lockstep.data._convert import check_batch_format, to_pandas
+from lockstep.data._execute import ConcatSource
+from lockstep.data._groupby import GroupedData
 from lockstep.data._iterable import BatchIterable
+from lockstep.data._iterator import DataIterator
 from lockstep.data._ops import (
     AddColumn,
     DropColumns,
@@ -30,22 +30,19 @@ from lockstep.data._ops import (
     MapRows,
     Op,
     RenameColumns,
-    SelectColumns,
     Udf,
     check_callable,
 )
-from lockstep.data._sources import SlicedSource, Source, TableSource
+from lockstep.data._pipeline import DatasetPipeline
+from lockstep.data._plan import Plan
+from lockstep.data._sources import Source
 from lockstep.data._write import write_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lockstep.data._groupby import GroupedData
-    from lockstep.data._iterator import DataIterator
-    from lockstep.data._pipeline import DatasetPipeline
 
-
-class Dataset(BatchIterable):
+class Dataset(BatchIterable, AggregateMethods):
     """Rows described on the driver and read, transformed and batched where they are consumed.
 
     Create one with :func:`lockstep.data.from_items`, :func:`~lockstep.data.read_parquet`
@@ -66,59 +63,48 @@ class Dataset(BatchIterable):
         *,
         counts: Sequence[int] | None = None,
     ) -> None:
-        self._sources = tuple(sources)
-        self._ops = tuple(ops)
-        # output rows per source, once known (from metadata or counted once)
-        self._counts: list[int] | None = list(counts) if counts is not None else None
+        self._plan = Plan(sources, ops, counts)
         self._schema: Any = None
         self._last_stats = None
 
     # -- internals -------------------------------------------------------------------------
 
+    @classmethod
+    def _of(cls, plan: Plan) -> Dataset:
+        dataset = cls.__new__(cls)
+        dataset._plan, dataset._schema, dataset._last_stats = plan, None, None
+        return dataset
+
+    @property
+    def _sources(self) -> tuple[Source, ...]:
+        return self._plan.sources
+
+    @property
+    def _ops(self) -> tuple[Op, ...]:
+        return self._plan.ops
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"sources": self._sources, "ops": self._ops, "counts": self._counts}
+        return {"plan": self._plan}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["sources"], state["ops"], counts=state["counts"])  # type: ignore[misc]
+        self._plan, self._schema, self._last_stats = state["plan"], None, None
 
     def _with_op(self, op: Op) -> Dataset:
-        counts = self._counts if op.preserves_rows else None
-        return Dataset(self._sources, (*self._ops, op), counts=counts)
+        return Dataset._of(self._plan.with_op(op))
 
     def _pass_blocks(self) -> Iterator[Any]:
-        return stream(self._sources, self._ops)
-
-    def _known_counts(self) -> list[int] | None:
-        if self._counts is None:
-            self._counts = cheap_counts(self._sources, self._ops)
-        return self._counts
+        return self._plan.blocks()
 
     def _row_counts(self) -> list[int]:
-        """Output rows per source; streams the data once when metadata cannot tell."""
-        if self._counts is None:
-            self._counts = count_rows(self._sources, self._ops)
-        return self._counts
-
-    def _windows(self, ranges: Sequence[tuple[int, int]]) -> list[Dataset]:
-        counts = self._row_counts()
-        out = []
-        for start, stop in ranges:
-            parts = _split.window_sources(self._sources, self._ops, counts, start, stop)
-            out.append(Dataset([s for s, _ in parts], counts=[n for _, n in parts]))
-        return out
+        return self._plan.row_counts()
 
     def _table(self) -> Any:
         """Every row in one Arrow table, in this process."""
-        return concat(list(self._pass_blocks()))
+        return self._plan.table()
 
-    def _aggregate(self, aggs: list[AggregateFn]) -> dict[str, Any]:
-        columns = list(dict.fromkeys(a.on for a in aggs if a.on is not None))
-        return aggregate_blocks(self.select_columns(columns)._pass_blocks(), aggs)
-
-    def _on(self, kind: type[AggregateFn], on: str | list[str], **kwargs: Any) -> Any:
-        names = [on] if isinstance(on, str) else list(on)
-        result = self._aggregate([kind(c, **kwargs) for c in names])
-        return next(iter(result.values())) if isinstance(on, str) else result
+    def _aggregate_columns(self, aggs: list[AggregateFn], one: bool) -> Any:
+        result = self.aggregate(*aggs)
+        return next(iter(result.values())) if one else result
 
     # -- transforms --------------------------------------------------------------------------
 
@@ -271,7 +257,7 @@ class Dataset(BatchIterable):
             [{'a': 1}]
         """
         names = _column_list(cols, "drop_columns")
-        self._check_columns(names, "drop_columns")
+        self._plan.check_columns(names, "drop_columns")
         return self._with_op(DropColumns(tuple(names)))
 
     def select_columns(self, cols: str | Sequence[str]) -> Dataset:
@@ -282,13 +268,7 @@ class Dataset(BatchIterable):
             >>> ld.from_items([{"a": 1, "b": 2}]).select_columns(["b"]).take_all()
             [{'b': 2}]
         """
-        names = _column_list(cols, "select_columns")
-        self._check_columns(names, "select_columns")
-        if not self._ops:
-            narrowed = [s.select(names) for s in self._sources]
-            if all(s is not None for s in narrowed):
-                return Dataset([s for s in narrowed if s is not None], counts=self._counts)
-        return self._with_op(SelectColumns(tuple(names)))
+        return Dataset._of(self._plan.select_columns(_column_list(cols, "select_columns")))
 
     def rename_columns(self, names: Mapping[str, str] | Sequence[str]) -> Dataset:
         """Rename columns: a dict of old to new name, or the new names of all columns.
@@ -308,7 +288,7 @@ class Dataset(BatchIterable):
                     "HINT: give a name for every column, or a dict of old to new name"
                 )
             mapping = dict(zip(current, names, strict=True))
-        self._check_columns(list(mapping), "rename_columns")
+        self._plan.check_columns(list(mapping), "rename_columns")
         return self._with_op(RenameColumns(tuple(mapping.items())))
 
     def limit(self, limit: int) -> Dataset:
@@ -321,10 +301,7 @@ class Dataset(BatchIterable):
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"limit takes a non-negative int, got {limit!r}")
-        if self._known_counts() is not None:
-            return self._windows([(0, limit)])[0]
-        whole = ConcatSource(tuple(fold(self._sources, self._ops)))
-        return Dataset([SlicedSource(whole, 0, limit)])
+        return Dataset._of(self._plan.limit(limit))
 
     # -- global operations (rows gathered in this process) -----------------------------------
 
@@ -336,9 +313,7 @@ class Dataset(BatchIterable):
             >>> sorted(r["id"] for r in ld.range(5).random_shuffle(seed=0).take_all())
             [0, 1, 2, 3, 4]
         """
-        table = self._table()
-        order = np.random.default_rng(seed).permutation(table.num_rows)
-        return _in_memory(table.take(order), num_blocks or len(self._sources))
+        return Dataset._of(self._plan.shuffled(seed, num_blocks))
 
     def sort(self, key: str | list[str], descending: bool | list[bool] = False) -> Dataset:
         """The rows sorted by ``key`` (nulls last). Gathers all rows in this process.
@@ -355,13 +330,8 @@ class Dataset(BatchIterable):
                 f"sort: {len(keys)} keys but {len(orders)} descending flags. "
                 "HINT: one flag per key, or a single bool"
             )
-        self._check_columns(keys, "sort")
-        table = self._table()
-        if not table.num_rows:
-            return _in_memory(table, 1)
-        _require(table.column_names, keys, "sort")
         order = [(k, "descending" if d else "ascending") for k, d in zip(keys, orders, strict=True)]
-        return _in_memory(table.sort_by(order), len(self._sources))
+        return Dataset._of(self._plan.sorted(order))
 
     def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
         """The same rows in ``num_blocks`` blocks of near-equal size (lazy unless ``shuffle``).
@@ -374,8 +344,9 @@ class Dataset(BatchIterable):
         _split.check_num_splits(num_blocks, "repartition")
         if shuffle:
             return self.random_shuffle(num_blocks=num_blocks)
-        parts = self.split(num_blocks)
-        return Dataset([ConcatSource(p._sources) for p in parts], counts=[p.count() for p in parts])
+        parts = self._plan.split(num_blocks)
+        counts = [sum(p.row_counts()) for p in parts]
+        return Dataset([ConcatSource(p.sources) for p in parts], counts=counts)
 
     def union(self, *other: Dataset) -> Dataset:
         """This dataset's rows followed by those of ``other`` (lazy).
@@ -389,12 +360,12 @@ class Dataset(BatchIterable):
             if not isinstance(ds, Dataset):
                 raise ValueError(f"union takes Datasets, got {type(ds).__name__}")
         everything = (self, *other)
-        sources = [s for ds in everything for s in fold(ds._sources, ds._ops, ds._counts)]
-        known = [ds._counts for ds in everything]
+        sources = [s for ds in everything for s in ds._plan.folded()]
+        known = [ds._plan.counts for ds in everything]
         counts = None if any(c is None for c in known) else [n for c in known for n in c or []]
         return Dataset(sources, counts=counts)
 
-    def groupby(self, key: str | list[str]) -> GroupedData:
+    def groupby(self, key: str | list[str]) -> GroupedData[Dataset]:
         """Group rows by the values of ``key`` columns, to aggregate each group.
 
         The key and aggregated columns are gathered in this process.
@@ -405,9 +376,7 @@ class Dataset(BatchIterable):
             >>> ds.groupby("k").mean("v").take_all()
             [{'k': 0, 'mean(v)': 2.0}, {'k': 1, 'mean(v)': 3.0}]
         """
-        from lockstep.data._groupby import GroupedData
-
-        return GroupedData(self, key)
+        return GroupedData(self._plan, key, Dataset._of)
 
     def unique(self, column: str) -> list[Any]:
         """The distinct values of ``column``, in order of first appearance (streaming).
@@ -443,57 +412,8 @@ class Dataset(BatchIterable):
                 "aggregate takes aggregations such as Sum('x'). "
                 "HINT: from lockstep.data.aggregate import Sum"
             )
-        return self._aggregate(list(aggs))
-
-    def sum(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The sum of column ``on`` (a dict for a list of columns); None when no values.
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).sum("id")
-            10
-        """
-        return self._on(Sum, on, ignore_nulls=ignore_nulls)
-
-    def min(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The smallest value of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).min("id")
-            0
-        """
-        return self._on(Min, on, ignore_nulls=ignore_nulls)
-
-    def max(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The largest value of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).max("id")
-            4
-        """
-        return self._on(Max, on, ignore_nulls=ignore_nulls)
-
-    def mean(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The mean of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).mean("id")
-            2.0
-        """
-        return self._on(Mean, on, ignore_nulls=ignore_nulls)
-
-    def std(self, on: str | list[str], ddof: int = 1, ignore_nulls: bool = True) -> Any:
-        """The standard deviation of column ``on`` with ``ddof`` (1: sample std).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> round(ld.range(5).std("id"), 4)
-            1.5811
-        """
-        return self._on(Std, on, ddof=ddof, ignore_nulls=ignore_nulls)
+        columns = list(dict.fromkeys(a.on for a in aggs if a.on is not None))
+        return aggregate_blocks(self.select_columns(columns)._pass_blocks(), list(aggs))
 
     # -- splits -----------------------------------------------------------------------------
 
@@ -512,8 +432,7 @@ class Dataset(BatchIterable):
             [3, 3, 3]
         """
         _split.check_num_splits(n, "split")
-        total = sum(self._row_counts())
-        return self._windows(_split.split_ranges(total, n, equal))
+        return [Dataset._of(p) for p in self._plan.split(n, equal)]
 
     def split_at_indices(self, indices: Sequence[int]) -> list[Dataset]:
         """The rows cut at ``indices``: ``len(indices) + 1`` datasets.
@@ -523,7 +442,8 @@ class Dataset(BatchIterable):
             >>> [p.count() for p in ld.range(10).split_at_indices([2, 5])]
             [2, 3, 5]
         """
-        return self._windows(_split.index_ranges(sum(self._row_counts()), indices))
+        ranges = _split.index_ranges(sum(self._row_counts()), indices)
+        return [Dataset._of(p) for p in self._plan.windows(ranges)]
 
     def split_proportionately(self, proportions: Sequence[float]) -> list[Dataset]:
         """Datasets with these fractions of the rows, plus one with the rest.
@@ -566,7 +486,7 @@ class Dataset(BatchIterable):
 
     def streaming_split(
         self, n: int, *, equal: bool = False, locality_hints: Any = None
-    ) -> list[DataIterator]:
+    ) -> list[DataIterator[Dataset]]:
         """``n`` iterators over disjoint parts, one per consumer (see :meth:`split`).
 
         Example:
@@ -578,7 +498,7 @@ class Dataset(BatchIterable):
 
     # -- consumption ------------------------------------------------------------------------
 
-    def iterator(self) -> DataIterator:
+    def iterator(self) -> DataIterator[Dataset]:
         """A :class:`DataIterator` over this dataset: what ``get_dataset_shard`` returns.
 
         Example:
@@ -587,11 +507,9 @@ class Dataset(BatchIterable):
             >>> [b["id"].tolist() for b in it.iter_batches(batch_size=3)]
             [[0, 1, 2]]
         """
-        from lockstep.data._iterator import DataIterator
+        return DataIterator(self._plan, Dataset._of)
 
-        return DataIterator(self)
-
-    def repeat(self, times: int | None = None) -> DatasetPipeline:
+    def repeat(self, times: int | None = None) -> DatasetPipeline[Dataset]:
         """A pipeline of ``times`` epochs of this dataset (forever with None) (older API).
 
         Example:
@@ -600,9 +518,7 @@ class Dataset(BatchIterable):
             >>> [epoch.count() for epoch in epochs]
             [2, 2, 2]
         """
-        from lockstep.data._pipeline import DatasetPipeline
-
-        return DatasetPipeline(self, times=times)
+        return DatasetPipeline(self._plan, Dataset._of, times=times)
 
     def count(self) -> int:
         """The number of rows; from metadata when possible, else by streaming once.
@@ -623,10 +539,7 @@ class Dataset(BatchIterable):
             ['id']
         """
         if self._schema is None:
-            if not self._ops and self._sources and self._sources[0].schema() is not None:
-                self._schema = self._sources[0].schema()
-            else:
-                self._schema = _first_schema(self.limit(1)._pass_blocks())
+            self._schema = self._plan.schema()
         return self._schema
 
     def columns(self) -> list[str]:
@@ -750,10 +663,7 @@ class Dataset(BatchIterable):
             >>> ld.range(3).to_arrow().num_rows
             3
         """
-        table = self._table()
-        if not table.num_columns and not table.num_rows and self.schema() is not None:
-            return self.schema().empty_table()
-        return table
+        return self._plan.arrow()
 
     def materialize(self) -> Dataset:
         """This dataset with the transforms done and the rows held in memory, block by block.
@@ -764,8 +674,7 @@ class Dataset(BatchIterable):
             >>> ds.take_all()
             [{'x': 1}, {'x': 2}, {'x': 3}]
         """
-        tables = [concat(list(s.read())) for s in fold(self._sources, self._ops)]
-        return Dataset([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])
+        return Dataset._of(self._plan.materialize())
 
     def stats(self) -> str:
         """What the dataset is made of, and figures of its latest pass.
@@ -838,26 +747,10 @@ class Dataset(BatchIterable):
         )
 
     def _folded(self) -> list[Source]:
-        return fold(self._sources, self._ops)
-
-    def _check_columns(self, names: Sequence[str], where: str) -> None:
-        """Raise now, when the schema is known without reading, for a column that is absent."""
-        if self._ops or not self._sources:
-            return
-        schema = self._sources[0].schema()
-        if schema is not None:
-            _require(schema.names, names, where)
+        return self._plan.folded()
 
     def __repr__(self) -> str:
-        counts = self._known_counts()
-        rows = sum(counts) if counts is not None else "?"
-        schema = None
-        if not self._ops and self._sources:
-            schema = self._sources[0].schema()
-        columns = (
-            "?" if schema is None else "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
-        )
-        return f"Dataset(num_blocks={len(self._sources)}, num_rows={rows}, schema={columns})"
+        return self._plan.describe()
 
 
 def _udf(
@@ -882,30 +775,3 @@ def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
     if not all(isinstance(c, str) for c in names):
         raise ValueError(f"{where} takes column names, got {cols!r}")
     return names
-
-
-def _require(available: Sequence[str], names: Sequence[str], where: str) -> None:
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ValueError(
-            f"{where}: columns {missing} do not exist; the columns are {list(available)}. "
-            "HINT: check the names with ds.columns()"
-        )
-
-
-def _first_schema(blocks: Iterator[Any]) -> Any:
-    first = None
-    for block in blocks:
-        if block.num_rows:
-            return block.schema
-        first = first or block
-    return first.schema if first is not None and first.num_columns else None
-
-
-def _in_memory(table: Any, num_blocks: int) -> Dataset:
-    """``table`` as an in-memory dataset of ``num_blocks`` near-equal blocks."""
-    if table is EMPTY or not table.num_rows:
-        return Dataset([TableSource(table)], counts=[0])
-    parts = _split.split_ranges(table.num_rows, max(1, min(num_blocks, table.num_rows)), False)
-    sources = [TableSource(table.slice(a, b - a)) for a, b in parts]
-    return Dataset(sources, counts=[b - a for a, b in parts])

@@ -102,7 +102,7 @@ def test_read_numpy_counts_from_the_header(tmp_path):
     np.save(tmp_path / "a.npy", np.arange(10).reshape(5, 2))
     np.save(tmp_path / "b.npy", np.arange(4).reshape(2, 2))
     ds = ld.read_numpy(str(tmp_path))
-    assert ds._known_counts() == [5, 2]  # known before reading
+    assert ds._plan.known_counts() == [5, 2]  # known before reading
     np.testing.assert_array_equal(ds.take_batch(7)["data"][5], [0, 1])
     np.save(tmp_path / "c.npy", np.float64(1.0))
     with pytest.raises(ValueError, match="0-d array"):

@@ -7,6 +7,7 @@ their float type; integer columns become float64.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,8 @@ class StandardScaler(_ColumnScaler):
         stats = {}
         for name, m in statistics.moments(ds, self.columns).items():
             stats[f"mean({name})"] = m.mean if m.count else None
-            stats[f"std({name})"] = m.std
+            variance = m.variance(ddof=0)  # population std, as scikit-learn's scalers
+            stats[f"std({name})"] = math.sqrt(variance) if variance is not None else None
         return stats
 
     def _center_scale(self, column: str) -> tuple[float | None, float | None]:
