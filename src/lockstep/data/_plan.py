@@ -18,7 +18,7 @@ from lockstep.data import _split
 from lockstep.data._convert import EMPTY, concat
 from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
 from lockstep.data._ops import Op, SelectColumns
-from lockstep.data._sources import SlicedSource, Source, TableSource
+from lockstep.data._sources import ReshuffledSource, SlicedSource, Source, TableSource
 
 
 class Plan:
@@ -136,10 +136,18 @@ class Plan:
         return Plan([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])
 
     def shuffled(self, seed: int | None, num_blocks: int | None = None) -> Plan:
-        """The rows in a random order, gathered in this process."""
+        """The rows in a random order, gathered in this process.
+
+        Without a seed, each pass (epoch) permutes each block's rows again, as Ray's
+        unseeded shuffle gives a new order at every epoch; with one, the order is fixed.
+        """
         table = self.table()
         order = np.random.default_rng(seed).permutation(table.num_rows)
-        return in_memory(table.take(order), num_blocks or len(self.sources))
+        plan = in_memory(table.take(order), num_blocks or len(self.sources))
+        if seed is not None or not table.num_rows:
+            return plan
+        sources = [ReshuffledSource(s) for s in plan.sources if isinstance(s, TableSource)]
+        return Plan(sources, counts=plan.counts)
 
     def sorted(self, order: Sequence[tuple[str, str]]) -> Plan:
         """The rows sorted by ``(column, "ascending" | "descending")`` pairs, nulls last."""

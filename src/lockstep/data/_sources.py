@@ -123,6 +123,37 @@ class TableSource(Source):
         return _table_source_from_ipc, (sink.getvalue().to_pybytes(),)
 
 
+@dataclass(frozen=True)
+class ReshuffledSource(Source):
+    """Rows in memory, handed out in a new random order at every read.
+
+    An unseeded ``random_shuffle`` gives a new order at every epoch in Ray (its plan runs
+    again); the rows of each block (and of each worker's part of it) are permuted anew at
+    each pass here.
+    """
+
+    inner: TableSource
+
+    def read(self) -> Iterator[Any]:
+        table = self.inner.table
+        yield table.take(np.random.default_rng().permutation(table.num_rows))
+
+    def num_rows(self) -> int:
+        return self.inner.num_rows()
+
+    def schema(self) -> Any:
+        return self.inner.schema()
+
+    def slice(self, offset: int, length: int) -> Source:
+        return ReshuffledSource(TableSource(self.inner.table.slice(offset, max(0, length))))
+
+    def select(self, columns: Sequence[str]) -> Source:
+        return ReshuffledSource(TableSource(self.inner.table.select(list(columns))))
+
+    def describe(self) -> str:
+        return f"in-memory table ({self.inner.table.num_rows} rows), reshuffled at each pass"
+
+
 def _table_source_from_ipc(data: bytes) -> TableSource:
     return TableSource(pa.ipc.open_stream(pa.py_buffer(data)).read_all())
 

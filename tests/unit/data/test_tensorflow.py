@@ -43,3 +43,17 @@ def test_a_worker_shard_iterator_converts_too():
     spec = tf.TensorSpec(shape=(None,), dtype=tf.float32)
     tf_ds = it.to_tf("id", "id", batch_size=4, feature_type_spec=spec)
     assert next(iter(tf_ds))[0].dtype == tf.float32
+
+
+@pytest.mark.parametrize("make", [lambda ds: ds, lambda ds: ds.iterator()])
+def test_iter_tf_batches_made_once_reads_the_data_again_at_every_epoch(make):
+    batches = make(ld.range(6)).iter_tf_batches(batch_size=6)
+    for _ in range(3):
+        assert [b["id"].numpy().tolist() for b in batches] == [list(range(6))]
+
+
+def test_to_tf_made_once_reads_the_data_again_at_every_epoch():
+    ds = ld.from_items([{"x": float(i), "y": i} for i in range(4)])
+    tf_data = ds.iterator().to_tf("x", "y", batch_size=4)
+    for _ in range(2):
+        assert [x.numpy().tolist() for x, _ in tf_data] == [[0.0, 1.0, 2.0, 3.0]]
