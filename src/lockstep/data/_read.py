@@ -26,6 +26,7 @@ from lockstep.data._file_sources import (
     numpy_shape,
 )
 from lockstep.data._files import find_files
+from lockstep.data._objects import objects_to_chunked_array
 from lockstep.data._parquet import parquet_sources, to_filter_expression
 from lockstep.data._sources import RangeSource, Source, TableSource
 
@@ -118,7 +119,10 @@ def from_arrow(tables: Any) -> Dataset:
 def from_torch(dataset: Any) -> Dataset:
     """A dataset of a torch ``Dataset``'s samples, each as a row ``{"item": sample}``.
 
-    The samples are read now, in this process (as Ray does).
+    The samples are read now, in this process (as Ray does), and come back as they were
+    (a ``(tensor, label)`` tuple stays one). Each tensor is stored as a copy of just its own
+    values: a sample of a ``TensorDataset`` is a view, and pickling a view would store the
+    whole tensor it views.
 
     Example:
         >>> import torch
@@ -127,10 +131,28 @@ def from_torch(dataset: Any) -> Dataset:
         3
     """
     if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
-        samples = [dataset[i] for i in builtins.range(len(dataset))]
+        samples = (dataset[i] for i in builtins.range(len(dataset)))
     else:
-        samples = list(dataset)
-    return Dataset([TableSource(from_rows([{"item": s} for s in samples], "from_torch"))])
+        samples = iter(dataset)
+    column = objects_to_chunked_array(_own_values(s) for s in samples)
+    return Dataset([TableSource(pa.table({"item": column}))])
+
+
+def _own_values(sample: Any) -> Any:
+    """``sample`` with each tensor in it replaced by a compact copy of its own values."""
+    if isinstance(sample, tuple | list):
+        return type(sample)(_own_values(v) for v in sample)
+    if isinstance(sample, dict):
+        return {k: _own_values(v) for k, v in sample.items()}
+    if hasattr(sample, "detach") and hasattr(sample, "clone"):  # a torch tensor
+        return sample.detach().clone(memory_format=_contiguous())
+    return sample
+
+
+def _contiguous() -> Any:
+    import torch
+
+    return torch.contiguous_format
 
 
 def range(n: int, *, override_num_blocks: int | None = None) -> Dataset:

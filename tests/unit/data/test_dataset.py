@@ -373,3 +373,15 @@ def test_an_unseeded_random_shuffle_gives_a_new_order_at_every_pass_as_in_ray():
 def test_a_seeded_random_shuffle_gives_the_same_order_at_every_pass():
     ds = ld.range(50).random_shuffle(seed=4)
     assert ds.take_all() == ds.take_all()
+
+
+def test_a_dataset_with_a_local_function_goes_through_plain_pickle():
+    import pickle
+
+    offset = 10
+
+    def shift(row):
+        return {"id": row["id"] + offset}
+
+    ds = pickle.loads(pickle.dumps(ld.range(3).map(shift).map_batches(lambda b: b)))
+    assert [r["id"] for r in ds.take_all()] == [10, 11, 12]

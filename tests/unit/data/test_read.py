@@ -128,3 +128,25 @@ def test_a_pyarrow_filesystem_can_be_given(tmp_path):
     (tmp_path / "a.csv").write_text("x\n1\n")
     ds = ld.read_csv(str(tmp_path / "a.csv"), filesystem=pafs.LocalFileSystem())
     assert ds.take_all() == [{"x": 1}]
+
+
+def _table_bytes(ds):
+    return sum(s.table.nbytes for s in ds.materialize()._plan.sources)
+
+
+def test_from_torch_stores_each_sample_at_its_own_size_not_its_whole_parent_tensor():
+    images = torch.randn(2000, 1, 28, 28)
+    ds = ld.from_torch(torch.utils.data.TensorDataset(images, torch.arange(2000)))
+    assert _table_bytes(ds) <= 2 * images.numel() * 4
+    image, label = ds.take(1)[0]["item"]
+    assert torch.equal(image, images[0]) and int(label) == 0  # the samples come back as were
+    assert image.untyped_storage().nbytes() == 28 * 28 * 4
+
+
+def test_in_memory_constructors_and_map_store_arrays_at_their_natural_size():
+    images = np.random.default_rng(0).random((500, 28, 28), dtype=np.float32)
+    raw = images.nbytes
+    assert _table_bytes(ld.from_numpy(images)) <= 2 * raw
+    assert _table_bytes(ld.from_items([{"image": a, "y": 1} for a in images])) <= 2 * raw
+    mapped = ld.range(500).map(lambda row: {"image": images[row["id"]]})
+    assert _table_bytes(mapped) <= 2 * raw

@@ -1,0 +1,98 @@
+"""The Ray Train material's data examples, run on lockstep with only the imports changed."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import lockstep.data as ld
+from lockstep import train
+from lockstep.train import RunConfig, ScalingConfig
+from lockstep.train.torch import TorchTrainer, prepare_model
+
+
+class EveryRank(train.UserCallback):
+    def __init__(self):
+        self.steps: list[list[dict]] = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.steps.append(metrics)
+
+
+def quiet(run_config, callback):
+    return RunConfig(
+        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[callback]
+    )
+
+
+def convnet_loop(config):
+    """The material's ConvNet loop, shortened: batches of images and labels from the shard."""
+    torch.manual_seed(0)
+    model = prepare_model(
+        nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 26 * 26, 10))
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    criterion = nn.CrossEntropyLoss()
+    train_loader = train.get_dataset_shard("train").iter_torch_batches(batch_size=64)
+    for epoch in range(config["epochs"]):
+        rows, loss_sum = 0, 0.0
+        for batch in train_loader:
+            data, target = batch["image"], batch["label"]
+            optimizer.zero_grad()
+            loss = criterion(model(data), target)
+            loss.backward()
+            optimizer.step()
+            rows += len(target)
+            loss_sum += loss.item()
+        train.report({"epoch": epoch, "rows": rows, "loss": loss_sum})
+
+
+def test_convnet_from_a_torch_dataset(run_config):
+    images = torch.randn(2000, 1, 28, 28)
+    labels = torch.randint(0, 10, (2000,))
+    samples = torch.utils.data.TensorDataset(images, labels)
+
+    def to_dict(row):
+        image, label = row["item"]
+        return {"image": image.numpy(), "label": label.item()}
+
+    train_data = ld.from_torch(samples).map(to_dict)
+    callback = EveryRank()
+    TorchTrainer(
+        convnet_loop,
+        train_loop_config={"epochs": 2},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=quiet(run_config, callback),
+        datasets={"train": train_data},
+    ).fit()
+    assert [[m["rows"] for m in step] for step in callback.steps] == [[1000, 1000]] * 2
+    assert all(m["loss"] == m["loss"] for step in callback.steps for m in step)  # not NaN
+
+
+def ingest_loop(config):
+    """The material's Ray Data ingest example: the loader made once, then 10 epochs."""
+    train_data_shard = train.get_dataset_shard("train")
+    train_dataloader = train_data_shard.iter_torch_batches(
+        batch_size=config["batch_size"], dtypes=torch.float32
+    )
+    for epoch_idx in range(10):
+        seen = []
+        for batch in train_dataloader:
+            inputs, labels = batch["x"], batch["y"]
+            assert torch.equal(labels, 2 * inputs)
+            seen += inputs[:, 0].tolist()
+        train.report({"epoch": epoch_idx, "rows": len(seen), "first": seen[0]})
+
+
+def test_ray_data_ingest_sees_every_row_in_each_of_10_epochs(run_config):
+    train_dataset = ld.from_items([{"x": [x], "y": [2 * x]} for x in range(200)])
+    callback = EveryRank()
+    TorchTrainer(
+        ingest_loop,
+        train_loop_config={"batch_size": 32},
+        datasets={"train": train_dataset},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=quiet(run_config, callback),
+    ).fit()
+    assert len(callback.steps) == 10
+    assert [[m["rows"] for m in step] for step in callback.steps] == [[100, 100]] * 10
