@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
 import lockstep.data as ld
 from lockstep import train
+from lockstep.data.preprocessor import Preprocessor
 from lockstep.train import RunConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer, prepare_model
 
@@ -96,3 +99,34 @@ def test_ray_data_ingest_sees_every_row_in_each_of_10_epochs(run_config):
     ).fit()
     assert len(callback.steps) == 10
     assert [[m["rows"] for m in step] for step in callback.steps] == [[100, 100]] * 10
+
+
+class AddMean(Preprocessor):
+    """A preprocessor in Ray's style, still to run when the workers start."""
+
+    def _fit(self, dataset):
+        self.mean_ = dataset.mean("x")
+        return self
+
+    def _transform_pandas(self, df):
+        return df.assign(x=df["x"] + self.mean_)
+
+
+def sum_of_shard():
+    shard = train.get_dataset_shard("train")
+    train.report({"sum": float(sum(b["x"].sum() for b in shard.iter_batches()))})
+
+
+def test_a_pending_transform_runs_while_the_workers_hold_every_cpu(run_config):
+    num_cpus = len(os.sched_getaffinity(0))
+    callback = EveryRank()
+    prep = AddMean().fit(ld.from_items([{"x": 1.0}, {"x": 3.0}]))
+    data = prep.transform(ld.from_items([{"x": float(i)} for i in range(4 * num_cpus)]))
+    TorchTrainer(
+        sum_of_shard,
+        datasets={"train": data},
+        scaling_config=ScalingConfig(num_workers=num_cpus, resources_per_worker={"CPU": 1}),
+        run_config=quiet(run_config, callback),
+    ).fit()
+    total = sum(m["sum"] for m in callback.steps[0])
+    assert total == sum(range(4 * num_cpus)) + 2.0 * 4 * num_cpus

@@ -13,6 +13,7 @@ PUBLIC_MODULES = [
     "lockstep.cli",
     "lockstep.data",
     "lockstep.data.aggregate",
+    "lockstep.data.preprocessor",
     "lockstep.data.preprocessors",
     "lockstep.testing",
     "lockstep.train",

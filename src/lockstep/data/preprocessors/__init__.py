@@ -18,7 +18,7 @@ from lockstep.data.preprocessors._base import (
     Preprocessor,
     PreprocessorNotFittedException,
 )
-from lockstep.data.preprocessors._chain import Chain
+from lockstep.data.preprocessors._chain import Chain, Pipeline
 from lockstep.data.preprocessors._concatenator import Concatenator
 from lockstep.data.preprocessors._encoders import (
     Categorizer,
@@ -52,6 +52,7 @@ __all__ = [
     "Normalizer",
     "OneHotEncoder",
     "OrdinalEncoder",
+    "Pipeline",
     "Preprocessor",
     "PreprocessorNotFittedException",
     "Repartitioner",
