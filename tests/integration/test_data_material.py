@@ -130,3 +130,35 @@ def test_a_pending_transform_runs_while_the_workers_hold_every_cpu(run_config):
     ).fit()
     total = sum(m["sum"] for m in callback.steps[0])
     assert total == sum(range(4 * num_cpus)) + 2.0 * 4 * num_cpus
+
+
+# the material's name; a class, as compute="actors" needs one
+class preprocess_function:
+    def __call__(self, batch):
+        return {"x": batch["x"] * 2.0, "y": batch["y"]}
+
+
+def test_read_parquet_and_map_batches_on_actors_then_materialize(tmp_path, run_config):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for i in range(3):
+        ids = range(i * 1000, (i + 1) * 1000)
+        pq.write_table(
+            pa.table({"x": [float(v) for v in ids], "y": list(ids)}), tmp_path / f"{i}.parquet"
+        )
+    dataset = ld.read_parquet(str(tmp_path))
+    preprocessed = dataset.map_batches(
+        preprocess_function, batch_size=1000, compute="actors", num_cpus=2, concurrency=4
+    )
+    cached_dataset = preprocessed.materialize()
+    assert cached_dataset.count() == 3000
+    assert cached_dataset.sum("x") == 2.0 * sum(range(3000))
+    callback = EveryRank()
+    TorchTrainer(
+        sum_of_shard,
+        datasets={"train": cached_dataset},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=quiet(run_config, callback),
+    ).fit()
+    assert sum(m["sum"] for m in callback.steps[0]) == 2.0 * sum(range(3000))

@@ -13,6 +13,7 @@ Example:
 """
 
 from lockstep.data import aggregate, preprocessors
+from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
 from lockstep.data._dataset import Dataset
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterator import DataIterator
@@ -32,10 +33,12 @@ from lockstep.data._read import (
 )
 
 __all__ = [
+    "ActorPoolStrategy",
     "DataIterator",
     "Dataset",
     "DatasetPipeline",
     "GroupedData",
+    "TaskPoolStrategy",
     "aggregate",
     "from_arrow",
     "from_items",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockstep.data import _split
 from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_blocks
+from lockstep.data._compute import check_compute
 from lockstep.data._convert import check_batch_format, to_pandas
 from lockstep.data._execute import ConcatSource
 from lockstep.data._groupby import GroupedData
@@ -116,19 +117,27 @@ class Dataset(BatchIterable, AggregateMethods):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to each row (a dict) and keep the dict it returns.
 
         ``fn`` may be a callable class: it is instantiated once per process, with the
-        constructor arguments, before its first row. ``concurrency`` is accepted for Ray
-        compatibility; rows are transformed by whoever consumes them.
+        constructor arguments, before its first row. ``compute``, ``concurrency``,
+        ``num_cpus``, ``num_gpus``, ``memory`` and Ray's remote arguments are checked as Ray
+        checks them and have no other effect: rows are transformed by whoever consumes them.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
             [{'sq': 0}, {'sq': 1}, {'sq': 4}]
         """
+        check_compute(fn, "map", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(MapRows(udf))
 
@@ -143,7 +152,13 @@ class Dataset(BatchIterable, AggregateMethods):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to batches of rows; it returns (or yields) batches.
 
@@ -156,7 +171,16 @@ class Dataset(BatchIterable, AggregateMethods):
             fn_kwargs: Extra keyword arguments for ``fn``.
             fn_constructor_args: Positional arguments for the class's constructor.
             fn_constructor_kwargs: Keyword arguments for the class's constructor.
-            concurrency: Accepted for Ray compatibility.
+            concurrency: Ray's number of parallel workers (or actors): accepted, no effect.
+            compute: ``"tasks"``, ``"actors"``, :class:`ActorPoolStrategy` (a callable class,
+                instantiated once per process that reads rows, not once per actor) or
+                :class:`TaskPoolStrategy`.
+            num_cpus: CPUs Ray reserves per worker: accepted, no effect (nothing is
+                reserved, so a transform never waits for CPUs that training holds).
+            num_gpus: GPUs Ray reserves per worker: accepted, no effect.
+            memory: Memory Ray reserves per worker: accepted, no effect.
+            ray_remote_args_fn: Ray's per-worker remote arguments: accepted, no effect.
+            **ray_remote_args: Ray's remote arguments: accepted, no effect.
 
         Example:
             >>> import lockstep.data as ld
@@ -169,6 +193,7 @@ class Dataset(BatchIterable, AggregateMethods):
             raise ValueError(
                 f"map_batches: batch_size must be a positive int or None, got {batch_size!r}"
             )
+        check_compute(fn, "map_batches", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(
             fn, "map_batches", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs
         )
@@ -182,7 +207,13 @@ class Dataset(BatchIterable, AggregateMethods):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to each row; it returns a list of rows (possibly empty).
 
@@ -191,6 +222,7 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.range(2).flat_map(lambda row: [row, row]).count()
             4
         """
+        check_compute(fn, "flat_map", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "flat_map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(FlatMap(udf))
 
@@ -203,7 +235,13 @@ class Dataset(BatchIterable, AggregateMethods):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Keep the rows for which ``fn(row)`` is true, or that match ``expr``.
 
@@ -229,6 +267,7 @@ class Dataset(BatchIterable, AggregateMethods):
                 )
             return self._with_op(Filter(expression=expr))
         assert fn is not None
+        check_compute(fn, "filter", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "filter", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(Filter(udf=udf))
 
