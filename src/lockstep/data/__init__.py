@@ -23,14 +23,17 @@ from lockstep.data._read import (
     from_items,
     from_numpy,
     from_pandas,
+    from_tf,
     from_torch,
     range,
+    range_tensor,
     read_csv,
     read_json,
     read_numpy,
     read_parquet,
     read_text,
 )
+from lockstep.data._read_media import read_binary_files, read_images, read_tfrecords
 
 __all__ = [
     "ActorPoolStrategy",
@@ -44,12 +47,17 @@ __all__ = [
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_tf",
     "from_torch",
     "preprocessors",
     "range",
+    "range_tensor",
+    "read_binary_files",
     "read_csv",
+    "read_images",
     "read_json",
     "read_numpy",
     "read_parquet",
     "read_text",
+    "read_tfrecords",
 ]

@@ -155,6 +155,40 @@ def _contiguous() -> Any:
     return torch.contiguous_format
 
 
+def from_tf(dataset: Any) -> Dataset:
+    """A dataset of a ``tf.data.Dataset``'s elements, read now, in this process (as Ray).
+
+    An element that is a dict of tensors becomes a row; anything else (a tensor, a
+    ``(features, label)`` tuple) becomes a row ``{"item": element}``, as numpy values.
+
+    Example:
+        >>> class Elements:  # stands for tf.data.Dataset.from_tensor_slices({"x": [1, 2]})
+        ...     def as_numpy_iterator(self):
+        ...         return iter([{"x": 1}, {"x": 2}])
+        >>> from_tf(Elements()).take_all()
+        [{'x': 1}, {'x': 2}]
+    """
+    return from_items(list(dataset.as_numpy_iterator()))
+
+
+def range_tensor(
+    n: int, *, shape: tuple[int, ...] = (1,), override_num_blocks: int | None = None
+) -> Dataset:
+    """A dataset of ``n`` arrays of ``shape`` in column ``data``, row ``i`` filled with ``i``.
+
+    Example:
+        >>> range_tensor(3, shape=(2,)).take(2)
+        [{'data': array([0, 0])}, {'data': array([1, 1])}]
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"range_tensor(n) takes a non-negative int, got {n!r}")
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"range_tensor: shape must be a tuple of ints, got {shape!r}")
+    blocks = override_num_blocks or 1
+    bounds = [n * i // blocks for i in builtins.range(blocks + 1)]
+    return Dataset([RangeSource(a, b, tuple(shape)) for a, b in itertools.pairwise(bounds)])
+
+
 def range(n: int, *, override_num_blocks: int | None = None) -> Dataset:
     """A dataset of the integers ``0 .. n - 1`` in column ``id``, generated when read.
 
