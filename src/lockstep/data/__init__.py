@@ -20,6 +20,7 @@ from lockstep.data._iterator import DataIterator
 from lockstep.data._pipeline import DatasetPipeline
 from lockstep.data._read import (
     from_arrow,
+    from_huggingface,
     from_items,
     from_numpy,
     from_pandas,
@@ -44,6 +45,7 @@ __all__ = [
     "TaskPoolStrategy",
     "aggregate",
     "from_arrow",
+    "from_huggingface",
     "from_items",
     "from_numpy",
     "from_pandas",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lockstep.data._block_control import num_blocks_arg, rebalance
 from lockstep.data._convert import column_from_values, from_batch, from_rows
 from lockstep.data._dataset import Dataset
 from lockstep.data._file_sources import (
@@ -37,8 +38,10 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
-    """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default)."""
-    if num_blocks is None or num_blocks <= 1:
+    """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default),
+    never more blocks than rows."""
+    num_blocks = min(num_blocks or 1, table.num_rows)
+    if num_blocks <= 1:
         return [TableSource(table)]
     base, extra = divmod(table.num_rows, num_blocks)
     sources: list[Source] = []
@@ -50,12 +53,18 @@ def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
     return sources
 
 
-def from_items(items: Iterable[Any], *, override_num_blocks: int | None = None) -> Dataset:
+def from_items(
+    items: Iterable[Any],
+    *,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
+) -> Dataset:
     """A dataset of Python values: dicts become rows; anything else a row ``{"item": value}``.
 
     Args:
         items: The rows.
         override_num_blocks: How many blocks to cut the rows into (one by default).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> from_items([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]).take(1)
@@ -64,11 +73,15 @@ def from_items(items: Iterable[Any], *, override_num_blocks: int | None = None) 
     rows = list(items)
     if rows and not all(isinstance(r, dict) for r in rows):
         rows = [{"item": r} for r in rows]
-    return Dataset(_blocks(from_rows(rows, "from_items"), override_num_blocks))
+    num_blocks = num_blocks_arg(override_num_blocks, parallelism, "from_items")
+    return Dataset(_blocks(from_rows(rows, "from_items"), num_blocks))
 
 
 def from_pandas(
-    dfs: pd.DataFrame | Sequence[pd.DataFrame], *, override_num_blocks: int | None = None
+    dfs: pd.DataFrame | Sequence[pd.DataFrame],
+    *,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of one or more pandas DataFrames, one block each (the index is dropped).
 
@@ -78,6 +91,7 @@ def from_pandas(
         3
     """
     frames: list[Any] = [dfs] if type(dfs).__name__ == "DataFrame" else list(dfs)
+    override_num_blocks = num_blocks_arg(override_num_blocks, parallelism, "from_pandas")
     if override_num_blocks is not None:
         import pandas as pd
 
@@ -86,7 +100,12 @@ def from_pandas(
     return Dataset([TableSource(from_batch(f, "from_pandas")) for f in frames])
 
 
-def from_numpy(ndarrays: np.ndarray[Any, Any] | Sequence[np.ndarray[Any, Any]]) -> Dataset:
+def from_numpy(
+    ndarrays: np.ndarray[Any, Any] | Sequence[np.ndarray[Any, Any]],
+    *,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
+) -> Dataset:
     """A dataset with column ``data``: one row per entry along each array's first axis.
 
     Example:
@@ -101,10 +120,15 @@ def from_numpy(ndarrays: np.ndarray[Any, Any] | Sequence[np.ndarray[Any, Any]]) 
                 f"from_numpy takes arrays of one or more axes, got {type(a).__name__}. "
                 "HINT: from_numpy(np.asarray(values))"
             )
-    return Dataset([TableSource(pa.table({"data": column_from_values(a)})) for a in arrays])
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "from_numpy"),
+        Dataset([TableSource(pa.table({"data": column_from_values(a)})) for a in arrays]),
+    )
 
 
-def from_arrow(tables: Any) -> Dataset:
+def from_arrow(
+    tables: Any, *, override_num_blocks: int | None = None, parallelism: int | None = None
+) -> Dataset:
     """A dataset of one or more ``pyarrow.Table`` (or RecordBatch), one block each.
 
     Example:
@@ -113,10 +137,15 @@ def from_arrow(tables: Any) -> Dataset:
         ['x']
     """
     items = [tables] if isinstance(tables, pa.Table | pa.RecordBatch) else list(tables)
-    return Dataset([TableSource(from_batch(t, "from_arrow")) for t in items])
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "from_arrow"),
+        Dataset([TableSource(from_batch(t, "from_arrow")) for t in items]),
+    )
 
 
-def from_torch(dataset: Any) -> Dataset:
+def from_torch(
+    dataset: Any, *, override_num_blocks: int | None = None, parallelism: int | None = None
+) -> Dataset:
     """A dataset of a torch ``Dataset``'s samples, each as a row ``{"item": sample}``.
 
     The samples are read now, in this process (as Ray does), and come back as they were
@@ -135,7 +164,10 @@ def from_torch(dataset: Any) -> Dataset:
     else:
         samples = iter(dataset)
     column = objects_to_chunked_array(_own_values(s) for s in samples)
-    return Dataset([TableSource(pa.table({"item": column}))])
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "from_torch"),
+        Dataset([TableSource(pa.table({"item": column}))]),
+    )
 
 
 def _own_values(sample: Any) -> Any:
@@ -155,7 +187,9 @@ def _contiguous() -> Any:
     return torch.contiguous_format
 
 
-def from_tf(dataset: Any) -> Dataset:
+def from_tf(
+    dataset: Any, *, override_num_blocks: int | None = None, parallelism: int | None = None
+) -> Dataset:
     """A dataset of a ``tf.data.Dataset``'s elements, read now, in this process (as Ray).
 
     An element that is a dict of tensors becomes a row; anything else (a tensor, a
@@ -171,8 +205,52 @@ def from_tf(dataset: Any) -> Dataset:
     return from_items(list(dataset.as_numpy_iterator()))
 
 
+def from_huggingface(
+    dataset: Any, *, override_num_blocks: int | None = None, parallelism: int | None = None
+) -> Dataset:
+    """A dataset of a Hugging Face ``datasets.Dataset`` (or ``IterableDataset``).
+
+    A ``Dataset`` already holds an Arrow table: its rows are taken as they are, without a
+    copy per row (a selection or shuffle of it is applied first, as Hugging Face does). An
+    ``IterableDataset`` is read now, batch by batch.
+
+    Args:
+        dataset: A ``datasets.Dataset`` or ``datasets.IterableDataset`` (one split).
+        override_num_blocks: How many blocks to cut the rows into (one by default).
+
+    Example:
+        >>> import datasets
+        >>> hf = datasets.Dataset.from_dict({"text": ["a", "b", "c"], "label": [0, 1, 0]})
+        >>> from_huggingface(hf).take(2)
+        [{'text': 'a', 'label': 0}, {'text': 'b', 'label': 1}]
+    """
+    kind = type(dataset).__name__
+    if kind == "DatasetDict" or kind == "IterableDatasetDict":
+        raise ValueError(
+            f"from_huggingface takes one split, got a {kind} of {list(dataset)}. "
+            'HINT: from_huggingface(hf_dataset["train"])'
+        )
+    if kind == "IterableDataset":
+        tables = list(dataset.with_format("arrow").iter(batch_size=65536))
+        table = pa.concat_tables(tables) if tables else from_rows([], "from_huggingface")
+    elif kind == "Dataset" and hasattr(dataset, "with_format"):
+        table = dataset.with_format("arrow")[:]
+    else:
+        raise ValueError(
+            f"from_huggingface takes a datasets.Dataset or IterableDataset, got {kind}. "
+            "HINT: datasets.load_dataset(name, split='train')"
+        )
+    return Dataset(
+        _blocks(table, num_blocks_arg(override_num_blocks, parallelism, "from_huggingface"))
+    )
+
+
 def range_tensor(
-    n: int, *, shape: tuple[int, ...] = (1,), override_num_blocks: int | None = None
+    n: int,
+    *,
+    shape: tuple[int, ...] = (1,),
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of ``n`` arrays of ``shape`` in column ``data``, row ``i`` filled with ``i``.
 
@@ -184,12 +262,14 @@ def range_tensor(
         raise ValueError(f"range_tensor(n) takes a non-negative int, got {n!r}")
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise ValueError(f"range_tensor: shape must be a tuple of ints, got {shape!r}")
-    blocks = override_num_blocks or 1
+    blocks = _range_blocks(n, num_blocks_arg(override_num_blocks, parallelism, "range_tensor"))
     bounds = [n * i // blocks for i in builtins.range(blocks + 1)]
     return Dataset([RangeSource(a, b, tuple(shape)) for a, b in itertools.pairwise(bounds)])
 
 
-def range(n: int, *, override_num_blocks: int | None = None) -> Dataset:
+def range(
+    n: int, *, override_num_blocks: int | None = None, parallelism: int | None = None
+) -> Dataset:
     """A dataset of the integers ``0 .. n - 1`` in column ``id``, generated when read.
 
     Example:
@@ -198,9 +278,14 @@ def range(n: int, *, override_num_blocks: int | None = None) -> Dataset:
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"range(n) takes a non-negative int, got {n!r}")
-    blocks = override_num_blocks or 1
+    blocks = _range_blocks(n, num_blocks_arg(override_num_blocks, parallelism, "range"))
     bounds = [n * i // blocks for i in builtins.range(blocks + 1)]
     return Dataset([RangeSource(a, b) for a, b in itertools.pairwise(bounds)])
+
+
+def _range_blocks(n: int, num_blocks: int | None) -> int:
+    """Blocks of a range: as asked (one by default), never more than rows, at least one."""
+    return max(1, min(num_blocks or 1, n))
 
 
 def read_parquet(
@@ -210,6 +295,8 @@ def read_parquet(
     columns: Sequence[str] | None = None,
     filter: Any = None,
     file_extensions: Sequence[str] | None = ("parquet",),
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of parquet files: local paths, globs, directories or fsspec URLs.
 
@@ -237,7 +324,10 @@ def read_parquet(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_parquet"
     )
     expression = to_filter_expression(filter)
-    return Dataset(parquet_sources(files, list(columns) if columns else None, expression))
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_parquet"),
+        Dataset(parquet_sources(files, list(columns) if columns else None, expression)),
+    )
 
 
 def read_csv(
@@ -248,6 +338,8 @@ def read_csv(
     read_options: Any = None,
     parse_options: Any = None,
     convert_options: Any = None,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of CSV files, parsed block by block by ``pyarrow.csv``.
 
@@ -277,8 +369,11 @@ def read_csv(
         )
         if v is not None
     }
-    return Dataset(
-        [CsvSource(files.filesystem, p, files.display(p), options or None) for p in files.paths]
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_csv"),
+        Dataset(
+            [CsvSource(files.filesystem, p, files.display(p), options or None) for p in files.paths]
+        ),
     )
 
 
@@ -289,6 +384,8 @@ def read_json(
     file_extensions: Sequence[str] | None = ("json", "jsonl"),
     read_options: Any = None,
     parse_options: Any = None,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of JSON-lines files (one object per line), or files holding one JSON array.
 
@@ -311,8 +408,14 @@ def read_json(
     options = {
         k: v for k, v in (("read_options", read_options), ("parse_options", parse_options)) if v
     }
-    return Dataset(
-        [JsonSource(files.filesystem, p, files.display(p), options or None) for p in files.paths]
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_json"),
+        Dataset(
+            [
+                JsonSource(files.filesystem, p, files.display(p), options or None)
+                for p in files.paths
+            ]
+        ),
     )
 
 
@@ -323,6 +426,8 @@ def read_text(
     drop_empty_lines: bool = False,
     filesystem: Any = None,
     file_extensions: Sequence[str] | None = None,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of text files, one row per line in column ``text``.
 
@@ -335,16 +440,24 @@ def read_text(
         ['hello', 'world']
     """
     files = find_files(paths, filesystem=filesystem, extensions=file_extensions, where="read_text")
-    return Dataset(
-        [
-            TextSource(files.filesystem, p, files.display(p), encoding, drop_empty_lines)
-            for p in files.paths
-        ]
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_text"),
+        Dataset(
+            [
+                TextSource(files.filesystem, p, files.display(p), encoding, drop_empty_lines)
+                for p in files.paths
+            ]
+        ),
     )
 
 
 def read_numpy(
-    paths: Paths, *, filesystem: Any = None, file_extensions: Sequence[str] | None = ("npy",)
+    paths: Paths,
+    *,
+    filesystem: Any = None,
+    file_extensions: Sequence[str] | None = ("npy",),
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of ``.npy`` files: column ``data``, one row per entry along the first axis.
 
@@ -366,4 +479,6 @@ def read_numpy(
                 "HINT: save arrays with at least one axis"
             )
         sources.append(NumpySource(files.filesystem, p, files.display(p), shape))
-    return Dataset(sources)
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_numpy"), Dataset(sources)
+    )

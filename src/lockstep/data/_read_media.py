@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lockstep.data._block_control import num_blocks_arg, rebalance
 from lockstep.data._convert import column_from_values, from_rows
 from lockstep.data._dataset import Dataset
 from lockstep.data._file_sources import FileSource
@@ -127,6 +128,8 @@ def read_binary_files(
     include_paths: bool = False,
     filesystem: Any = None,
     file_extensions: Sequence[str] | None = None,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of files as raw bytes: one row per file, column ``bytes``.
 
@@ -147,8 +150,14 @@ def read_binary_files(
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_binary_files"
     )
-    return Dataset(
-        [BinarySource(files.filesystem, p, files.display(p), include_paths) for p in files.paths]
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_binary_files"),
+        Dataset(
+            [
+                BinarySource(files.filesystem, p, files.display(p), include_paths)
+                for p in files.paths
+            ]
+        ),
     )
 
 
@@ -160,6 +169,8 @@ def read_images(
     include_paths: bool = False,
     filesystem: Any = None,
     file_extensions: Sequence[str] | None = IMAGE_EXTENSIONS,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of image files decoded by Pillow: one row per image, column ``image``.
 
@@ -188,11 +199,14 @@ def read_images(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_images"
     )
     size_tuple = tuple(size) if size is not None else None
-    return Dataset(
-        [
-            ImageSource(files.filesystem, p, files.display(p), size_tuple, mode, include_paths)  # type: ignore[arg-type]
-            for p in files.paths
-        ]
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_images"),
+        Dataset(
+            [
+                ImageSource(files.filesystem, p, files.display(p), size_tuple, mode, include_paths)  # type: ignore[arg-type]
+                for p in files.paths
+            ]
+        ),
     )
 
 
@@ -201,6 +215,8 @@ def read_tfrecords(
     *,
     filesystem: Any = None,
     file_extensions: Sequence[str] | None = None,
+    override_num_blocks: int | None = None,
+    parallelism: int | None = None,
 ) -> Dataset:
     """A dataset of TFRecord files of ``tf.train.Example``: one row per record.
 
@@ -217,7 +233,10 @@ def read_tfrecords(
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_tfrecords"
     )
-    return Dataset([TFRecordSource(files.filesystem, p, files.display(p)) for p in files.paths])
+    return rebalance(
+        num_blocks_arg(override_num_blocks, parallelism, "read_tfrecords"),
+        Dataset([TFRecordSource(files.filesystem, p, files.display(p)) for p in files.paths]),
+    )
 
 
 def _import_pillow() -> None:

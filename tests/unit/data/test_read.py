@@ -150,3 +150,20 @@ def test_in_memory_constructors_and_map_store_arrays_at_their_natural_size():
     assert _table_bytes(ld.from_items([{"image": a, "y": 1} for a in images])) <= 2 * raw
     mapped = ld.range(500).map(lambda row: {"image": images[row["id"]]})
     assert _table_bytes(mapped) <= 2 * raw
+
+
+def test_from_huggingface_takes_the_arrow_table_the_dataset_holds():
+    import datasets
+
+    hf = datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"], "label": [0, 1, 0, 1]})
+    ds = ld.from_huggingface(hf, override_num_blocks=2)
+    assert ds.num_blocks() == 2 and ds.take_all()[1] == {"text": "b", "label": 1}
+    held = hf.data.table.column("text").chunks[0].buffers()[2].address
+    mine = ld.from_huggingface(hf)._plan.sources[0].table.column("text").chunks[0]
+    assert mine.buffers()[2].address == held  # the same memory, not a copy per row
+    selected = hf.shuffle(seed=0).select([0, 1])  # an index mapping over the table
+    assert ld.from_huggingface(selected).take_all() == selected.to_list()
+    streamed = ld.from_huggingface(hf.to_iterable_dataset())
+    assert streamed.take_all() == hf.to_list()
+    with pytest.raises(ValueError, match="takes one split"):
+        ld.from_huggingface(datasets.DatasetDict({"train": hf}))
