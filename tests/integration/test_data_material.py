@@ -162,3 +162,32 @@ def test_read_parquet_and_map_batches_on_actors_then_materialize(tmp_path, run_c
         run_config=quiet(run_config, callback),
     ).fit()
     assert sum(m["sum"] for m in callback.steps[0]) == 2.0 * sum(range(3000))
+
+
+def report_context():
+    from lockstep.data import DataContext
+
+    ctx = DataContext.get_current()
+    train.report(
+        {"answer": ctx.get_config("answer"), "order": ctx.execution_options.preserve_order}
+    )
+
+
+def test_the_drivers_data_context_reaches_the_workers(run_config):
+    from lockstep.data import DataContext
+
+    ctx = DataContext.get_current()
+    ctx.set_config("answer", 42)
+    ctx.execution_options.preserve_order = True
+    callback = EveryRank()
+    try:
+        TorchTrainer(
+            report_context,
+            datasets={"train": ld.range(4)},
+            scaling_config=ScalingConfig(num_workers=2),
+            run_config=quiet(run_config, callback),
+        ).fit()
+    finally:
+        ctx.remove_config("answer")
+        ctx.execution_options.preserve_order = False
+    assert callback.steps[0] == [{"answer": 42, "order": True}] * 2

@@ -12,8 +12,9 @@ Example:
     [2, 2]
 """
 
-from lockstep.data import aggregate, preprocessors
+from lockstep.data import aggregate, context, preprocessors
 from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
+from lockstep.data._context import DataContext, ExecutionOptions, ExecutionResources
 from lockstep.data._dataset import Dataset
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterator import DataIterator
@@ -38,12 +39,16 @@ from lockstep.data._read_media import read_binary_files, read_images, read_tfrec
 
 __all__ = [
     "ActorPoolStrategy",
+    "DataContext",
     "DataIterator",
     "Dataset",
     "DatasetPipeline",
+    "ExecutionOptions",
+    "ExecutionResources",
     "GroupedData",
     "TaskPoolStrategy",
     "aggregate",
+    "context",
     "from_arrow",
     "from_huggingface",
     "from_items",

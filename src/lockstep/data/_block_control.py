@@ -12,8 +12,10 @@ import itertools
 import warnings
 from typing import Any
 
+from lockstep.data._context import within_block_size
 from lockstep.data._dataset import Dataset
 from lockstep.data._execute import ConcatSource
+from lockstep.data._sources import TableSource
 
 
 def num_blocks_arg(override_num_blocks: Any, parallelism: Any, where: str) -> int | None:
@@ -42,7 +44,9 @@ def num_blocks_arg(override_num_blocks: Any, parallelism: Any, where: str) -> in
 
 def rebalance(num_blocks: int | None, ds: Dataset) -> Dataset:
     """``ds`` in ``num_blocks`` blocks (never more than rows), reading no data to do it."""
-    if num_blocks is None or num_blocks == ds.num_blocks():
+    if num_blocks is None:
+        return _within_block_size(ds)
+    if num_blocks == ds.num_blocks():
         return ds
     counts = ds._plan.known_counts()
     if counts is not None:
@@ -53,3 +57,14 @@ def rebalance(num_blocks: int | None, ds: Dataset) -> Dataset:
     bounds = [len(sources) * i // num_blocks for i in range(num_blocks + 1)]
     groups = [tuple(sources[a:b]) for a, b in itertools.pairwise(bounds)]
     return Dataset([ConcatSource(g) if len(g) > 1 else g[0] for g in groups])
+
+
+def _within_block_size(ds: Dataset) -> Dataset:
+    """In-memory blocks above ``DataContext.target_max_block_size`` cut into smaller ones."""
+    sources = ds._plan.sources
+    if ds._plan.ops or not all(type(s) is TableSource for s in sources):
+        return ds
+    tables = [t for s in sources for t in within_block_size(s.table)]  # type: ignore[attr-defined]
+    if len(tables) == len(sources):
+        return ds
+    return Dataset([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])

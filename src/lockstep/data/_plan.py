@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lockstep.data import _split
+from lockstep.data._context import adopt, current_snapshot, within_block_size
 from lockstep.data._convert import EMPTY, concat
 from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
 from lockstep.data._ops import Op, SelectColumns
@@ -38,9 +39,17 @@ class Plan:
         self._counts: list[int] | None = list(counts) if counts is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"sources": self.sources, "ops": self.ops, "counts": self._counts}
+        # the DataContext travels with the plan: a worker reads under the driver's settings
+        context = current_snapshot()
+        return {
+            "sources": self.sources,
+            "ops": self.ops,
+            "counts": self._counts,
+            "context": context,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        adopt(state.get("context"))
         self.__init__(state["sources"], state["ops"], state["counts"])  # type: ignore[misc]
 
     @property
@@ -132,7 +141,11 @@ class Plan:
 
     def materialize(self) -> Plan:
         """The ops done now, the rows held in memory, block by block."""
-        tables = [concat(list(s.read())) for s in fold(self.sources, self.ops)]
+        tables = [
+            piece
+            for s in fold(self.sources, self.ops)
+            for piece in within_block_size(concat(list(s.read())))
+        ]
         return Plan([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])
 
     def shuffled(self, seed: int | None, num_blocks: int | None = None) -> Plan:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lockstep.data._block_control import num_blocks_arg, rebalance
+from lockstep.data._context import within_block_size
 from lockstep.data._convert import column_from_values, from_batch, from_rows
 from lockstep.data._dataset import Dataset
 from lockstep.data._file_sources import (
@@ -40,7 +41,9 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
     """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default),
     never more blocks than rows."""
-    num_blocks = min(num_blocks or 1, table.num_rows)
+    if num_blocks is None:
+        return [TableSource(t) for t in within_block_size(table)]
+    num_blocks = min(num_blocks, table.num_rows)
     if num_blocks <= 1:
         return [TableSource(table)]
     base, extra = divmod(table.num_rows, num_blocks)
