@@ -13,6 +13,8 @@ PUBLIC_MODULES = [
     "lockstep.cli",
     "lockstep.data",
     "lockstep.data.aggregate",
+    "lockstep.data.context",
+    "lockstep.data.datasource",
     "lockstep.data.preprocessor",
     "lockstep.data.preprocessors",
     "lockstep.testing",

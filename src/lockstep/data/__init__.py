@@ -12,7 +12,7 @@ Example:
     [2, 2]
 """
 
-from lockstep.data import aggregate, context, preprocessors
+from lockstep.data import aggregate, context, datasource, preprocessors
 from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
 from lockstep.data._context import DataContext, ExecutionOptions, ExecutionResources
 from lockstep.data._dataset import Dataset
@@ -49,6 +49,7 @@ __all__ = [
     "TaskPoolStrategy",
     "aggregate",
     "context",
+    "datasource",
     "from_arrow",
     "from_huggingface",
     "from_items",

@@ -8,9 +8,10 @@ whoever iterates.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,12 +31,14 @@ from lockstep.data._file_sources import (
 from lockstep.data._files import find_files
 from lockstep.data._objects import objects_to_chunked_array
 from lockstep.data._parquet import parquet_sources, to_filter_expression
+from lockstep.data._partitioning import Partitioning
 from lockstep.data._sources import RangeSource, Source, TableSource
 
 if TYPE_CHECKING:
     import pandas as pd
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+_HIVE = Partitioning("hive")
 
 
 def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
@@ -298,6 +301,10 @@ def read_parquet(
     columns: Sequence[str] | None = None,
     filter: Any = None,
     file_extensions: Sequence[str] | None = ("parquet",),
+    partitioning: Partitioning | None = _HIVE,
+    partition_filter: Callable[[dict[str, Any]], bool] | None = None,
+    include_paths: bool = False,
+    shuffle: str | None = None,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -312,8 +319,18 @@ def read_parquet(
         paths: A path, glob, directory or URL (``s3://``, ``gs://``, ``memory://``), or a list.
         filesystem: A pyarrow or fsspec filesystem the paths are on.
         columns: The columns to read (all by default).
-        filter: A ``pyarrow.compute`` expression, or a filter list ``[("x", ">", 3)]``.
+        filter: A ``pyarrow.compute`` expression, or a filter list ``[("x", ">", 3)]``;
+            on partition columns it leaves out the files that cannot match, unread.
         file_extensions: Files found in directories must end with one of these.
+        partitioning: Hive partitioning (``key=value`` directories, the default): their
+            values become columns (strings unless ``Partitioning(field_types=...)``).
+            None reads the files' own columns only.
+        partition_filter: A function of a file's partition values (a dict of strings)
+            that keeps the file when true; or ``PathPartitionFilter.of(fn)``.
+        include_paths: Add each row's file in column ``path``.
+        shuffle: ``"files"`` reads the files in a random order.
+        override_num_blocks: The number of blocks (cut at row groups, reading nothing).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> import os, tempfile
@@ -326,10 +343,24 @@ def read_parquet(
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_parquet"
     )
+    if shuffle not in (None, "files"):
+        raise ValueError(f"read_parquet: shuffle must be None or 'files', got {shuffle!r}")
+    if shuffle == "files":
+        order = np.random.default_rng().permutation(len(files.paths))
+        files = dataclasses.replace(files, paths=tuple(files.paths[i] for i in order))
     expression = to_filter_expression(filter)
     return rebalance(
         num_blocks_arg(override_num_blocks, parallelism, "read_parquet"),
-        Dataset(parquet_sources(files, list(columns) if columns else None, expression)),
+        Dataset(
+            parquet_sources(
+                files,
+                list(columns) if columns is not None else None,
+                expression,
+                partitioning=partitioning,
+                partition_filter=partition_filter,
+                include_paths=include_paths,
+            )
+        ),
     )
 
 

@@ -1,0 +1,11 @@
+"""Ray's ``ray.data.datasource`` names that readers take: partitioning of file paths.
+
+Example:
+    >>> from lockstep.data.datasource import Partitioning
+    >>> Partitioning("hive").style
+    'hive'
+"""
+
+from lockstep.data._partitioning import Partitioning, PathPartitionFilter
+
+__all__ = ["Partitioning", "PathPartitionFilter"]
