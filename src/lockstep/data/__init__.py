@@ -36,6 +36,7 @@ from lockstep.data._read import (
     read_text,
 )
 from lockstep.data._read_media import read_binary_files, read_images, read_tfrecords
+from lockstep.data._write import SaveMode
 
 __all__ = [
     "ActorPoolStrategy",
@@ -46,6 +47,7 @@ __all__ = [
     "ExecutionOptions",
     "ExecutionResources",
     "GroupedData",
+    "SaveMode",
     "TaskPoolStrategy",
     "aggregate",
     "context",

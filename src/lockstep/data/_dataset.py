@@ -37,7 +37,7 @@ from lockstep.data._ops import (
 from lockstep.data._pipeline import DatasetPipeline
 from lockstep.data._plan import Plan
 from lockstep.data._sources import Source
-from lockstep.data._write import write_blocks
+from lockstep.data._write import FilenameProvider, SaveMode, make_request, write_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -738,9 +738,37 @@ class Dataset(BatchIterable, AggregateMethods):
     # -- writing ----------------------------------------------------------------------------
 
     def write_parquet(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_parquet_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        partition_cols: Sequence[str] | None = None,
+        min_rows_per_file: int | None = None,
+        max_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        arrow_parquet_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **arrow_parquet_args: Any,
     ) -> None:
-        """Write one parquet file per block under the directory ``path`` (local or URL).
+        """Write parquet files under the directory ``path`` (local or URL), streaming.
+
+        Args:
+            path: The directory.
+            partition_cols: Write hive directories ``col=value/`` by these columns (left
+                out of the files, as Ray does).
+            min_rows_per_file: Put blocks together until a file has this many rows.
+            max_rows_per_file: Start a new file when one has this many rows.
+            filesystem: A pyarrow or fsspec filesystem the path is on.
+            filename_provider: Names the files (a ``datasource.FilenameProvider``).
+            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options.
+            mode: ``"append"`` (default), ``"overwrite"``, ``"ignore"`` or ``"error"``
+                when the directory exists.
+            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (and
+                ``row_group_size``); Ray's ``try_create_dir``, ``concurrency``,
+                ``ray_remote_args``, ``arrow_open_stream_args`` are accepted.
+
+        Raises:
+            TypeError: A keyword the parquet writer does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -749,14 +777,38 @@ class Dataset(BatchIterable, AggregateMethods):
             ...     ld.read_parquet(d).count()
             5
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="parquet", options=arrow_parquet_args
+        request = make_request(
+            "parquet",
+            "write_parquet",
+            arrow_parquet_args,
+            options_fn=arrow_parquet_args_fn,
+            partition_cols=partition_cols,
+            min_rows_per_file=min_rows_per_file,
+            max_rows_per_file=max_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def write_csv(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_csv_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        min_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        arrow_csv_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **arrow_csv_args: Any,
     ) -> None:
-        """Write one CSV file per block under the directory ``path`` (local or URL).
+        """Write CSV files under the directory ``path`` (local or URL), streaming.
+
+        Takes Ray's ``min_rows_per_file``, ``filename_provider``, ``arrow_csv_args_fn`` and
+        ``mode`` (see :meth:`write_parquet`); ``arrow_csv_args`` are
+        ``pyarrow.csv.CSVWriter``'s (``write_options``).
+
+        Raises:
+            TypeError: A keyword the CSV writer does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -765,14 +817,36 @@ class Dataset(BatchIterable, AggregateMethods):
             ...     ld.read_csv(d).sum("id")
             10
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="csv", options=arrow_csv_args
+        request = make_request(
+            "csv",
+            "write_csv",
+            arrow_csv_args,
+            options_fn=arrow_csv_args_fn,
+            min_rows_per_file=min_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def write_json(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **pandas_json_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        min_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        pandas_json_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **pandas_json_args: Any,
     ) -> None:
-        """Write one JSON-lines file per block under the directory ``path`` (local or URL).
+        """Write JSON-lines files under the directory ``path`` (local or URL), streaming.
+
+        Takes Ray's ``min_rows_per_file``, ``filename_provider``, ``pandas_json_args_fn``
+        and ``mode`` (see :meth:`write_parquet`); ``pandas_json_args`` are
+        ``pandas.DataFrame.to_json``'s.
+
+        Raises:
+            TypeError: A keyword ``to_json`` does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -781,9 +855,16 @@ class Dataset(BatchIterable, AggregateMethods):
             ...     ld.read_json(d).take_all()
             [{'id': 0}, {'id': 1}, {'id': 2}]
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="json", options=pandas_json_args
+        request = make_request(
+            "json",
+            "write_json",
+            pandas_json_args,
+            options_fn=pandas_json_args_fn,
+            min_rows_per_file=min_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def _folded(self) -> list[Source]:
         return self._plan.folded()

@@ -170,14 +170,19 @@ def _arrow_filesystem(fs: Any, protocol: str) -> Any:
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
 
 
-def output_filesystem(path: str | os.PathLike[str], filesystem: Any, where: str) -> tuple[Any, str]:
-    """The pyarrow filesystem and directory path to write a dataset's files under ``path``."""
+def output_filesystem(
+    path: str | os.PathLike[str], filesystem: Any, where: str, *, create: bool = True
+) -> tuple[Any, str]:
+    """The pyarrow filesystem and directory path to write a dataset's files under ``path``
+    (created unless ``create=False``)."""
     text = os.fspath(path)
     if filesystem is not None:
         fs = _as_fsspec(filesystem, where)
-        fs.makedirs(text, exist_ok=True)
+        if create:
+            fs.makedirs(text, exist_ok=True)
         return _arrow_filesystem(fs, ""), text
     fs, protocol = _fsspec_for([text], None, where)
     directory = _strip(fs, text, protocol)
-    fs.makedirs(directory, exist_ok=True)
+    if create:
+        fs.makedirs(directory, exist_ok=True)
     return _arrow_filesystem(fs, protocol), directory

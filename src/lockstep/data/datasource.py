@@ -7,5 +7,6 @@ Example:
 """
 
 from lockstep.data._partitioning import Partitioning, PathPartitionFilter
+from lockstep.data._write import FilenameProvider, SaveMode
 
-__all__ = ["Partitioning", "PathPartitionFilter"]
+__all__ = ["FilenameProvider", "Partitioning", "PathPartitionFilter", "SaveMode"]
