@@ -15,6 +15,7 @@ PUBLIC_MODULES = [
     "lockstep.data.aggregate",
     "lockstep.data.context",
     "lockstep.data.datasource",
+    "lockstep.data.expressions",
     "lockstep.data.preprocessor",
     "lockstep.data.preprocessors",
     "lockstep.testing",

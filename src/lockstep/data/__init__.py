@@ -12,7 +12,7 @@ Example:
     [2, 2]
 """
 
-from lockstep.data import aggregate, context, datasource, preprocessors
+from lockstep.data import aggregate, context, datasource, expressions, preprocessors
 from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
 from lockstep.data._context import DataContext, ExecutionOptions, ExecutionResources
 from lockstep.data._dataset import Dataset
@@ -21,6 +21,7 @@ from lockstep.data._iterator import DataIterator
 from lockstep.data._pipeline import DatasetPipeline
 from lockstep.data._read import (
     from_arrow,
+    from_blocks,
     from_huggingface,
     from_items,
     from_numpy,
@@ -36,6 +37,7 @@ from lockstep.data._read import (
     read_text,
 )
 from lockstep.data._read_media import read_binary_files, read_images, read_tfrecords
+from lockstep.data._relational import Schema
 from lockstep.data._write import SaveMode
 
 __all__ = [
@@ -48,11 +50,14 @@ __all__ = [
     "ExecutionResources",
     "GroupedData",
     "SaveMode",
+    "Schema",
     "TaskPoolStrategy",
     "aggregate",
     "context",
     "datasource",
+    "expressions",
     "from_arrow",
+    "from_blocks",
     "from_huggingface",
     "from_items",
     "from_numpy",

@@ -19,6 +19,7 @@ from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_bl
 from lockstep.data._compute import check_compute
 from lockstep.data._convert import check_batch_format, to_pandas
 from lockstep.data._execute import ConcatSource
+from lockstep.data._expressions import parse as parse_expression
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._iterator import DataIterator
@@ -36,7 +37,8 @@ from lockstep.data._ops import (
 )
 from lockstep.data._pipeline import DatasetPipeline
 from lockstep.data._plan import Plan
-from lockstep.data._sources import Source
+from lockstep.data._relational import Sampler, Schema, join_tables, stratified_indices, zip_tables
+from lockstep.data._sources import Source, TableSource
 from lockstep.data._write import FilenameProvider, SaveMode, make_request, write_blocks
 
 if TYPE_CHECKING:
@@ -245,7 +247,9 @@ class Dataset(BatchIterable, AggregateMethods):
     ) -> Dataset:
         """Keep the rows for which ``fn(row)`` is true, or that match ``expr``.
 
-        ``expr`` is a ``pyarrow.compute`` expression, evaluated on whole blocks (fast).
+        ``expr`` is a ``pyarrow.compute`` expression (``lockstep.data.expressions.col``
+        builds one) or a string such as ``"x > 50 and y != 'a'"``, as Ray takes; it is
+        evaluated on whole blocks (fast).
 
         Example:
             >>> import pyarrow.compute as pc, lockstep.data as ld
@@ -257,6 +261,8 @@ class Dataset(BatchIterable, AggregateMethods):
                 "filter takes either fn or expr. HINT: ds.filter(lambda row: row['x'] > 0) "
                 "or ds.filter(expr=pyarrow.compute.field('x') > 0)"
             )
+        if isinstance(expr, str):
+            expr = parse_expression(expr)
         if expr is not None:
             import pyarrow.compute as pc
 
@@ -496,9 +502,17 @@ class Dataset(BatchIterable, AggregateMethods):
         return self.split_at_indices(_split.proportion_indices(total, proportions))
 
     def train_test_split(
-        self, test_size: int | float, *, shuffle: bool = False, seed: int | None = None
+        self,
+        test_size: int | float,
+        *,
+        shuffle: bool = False,
+        seed: int | None = None,
+        stratify: str | None = None,
     ) -> tuple[Dataset, Dataset]:
         """``(train, test)``: the last ``test_size`` rows (a count, or a fraction) are test.
+
+        With ``stratify`` (a column), each of its values is split in the same proportion
+        (the rows are gathered in this process, as Ray does).
 
         Example:
             >>> import lockstep.data as ld
@@ -506,6 +520,8 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> train.count(), test.count()
             (7, 3)
         """
+        if stratify is not None:
+            return self._stratified_split(test_size, stratify, seed if shuffle else None)
         ds = self.random_shuffle(seed=seed) if shuffle else self
         if isinstance(test_size, float):
             if not 0 < test_size < 1:
@@ -522,6 +538,129 @@ class Dataset(BatchIterable, AggregateMethods):
             )
         train, test = ds.split_at_indices([total - test_size])
         return train, test
+
+    def _stratified_split(
+        self, test_size: int | float, column: str, seed: int | None
+    ) -> tuple[Dataset, Dataset]:
+        table = self.to_arrow()
+        if column not in table.column_names:
+            raise ValueError(
+                f"train_test_split: stratify column {column!r} does not exist; the columns "
+                f"are {table.column_names}. HINT: stratify= one of them"
+            )
+        fraction = test_size / table.num_rows if isinstance(test_size, int) else test_size
+        if not 0 < fraction < 1:
+            raise ValueError(f"train_test_split: test_size {test_size!r} is out of range")
+        train, test = stratified_indices(table.column(column), fraction, seed)
+        return (
+            Dataset([TableSource(table.take(train))]),
+            Dataset([TableSource(table.take(test))]),
+        )
+
+    def join(
+        self,
+        ds: Dataset,
+        join_type: str = "inner",
+        num_partitions: int | None = None,
+        on: Sequence[str] = ("id",),
+        right_on: Sequence[str] | None = None,
+        left_suffix: str | None = None,
+        right_suffix: str | None = None,
+        **ray_args: Any,
+    ) -> Dataset:
+        """This dataset's rows joined with ``ds``'s on key columns (a hash join in Arrow).
+
+        Args:
+            ds: The right side.
+            join_type: ``"inner"``, ``"left_outer"``, ``"right_outer"``, ``"full_outer"``
+                (and the semi and anti joins).
+            num_partitions: Ray's shuffle partitions: accepted, no effect (both sides are
+                gathered in this process).
+            on: The key columns of this dataset.
+            right_on: The key columns of ``ds`` (``on`` by default).
+            left_suffix: Appended to this side's other columns whose names collide.
+            right_suffix: Appended to ``ds``'s other columns whose names collide.
+            **ray_args: Ray's other arguments (``partition_size_hint``, ...): accepted.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> left = ld.from_items([{"id": 1, "a": "x"}, {"id": 2, "a": "y"}])
+            >>> right = ld.from_items([{"id": 2, "b": 20}, {"id": 3, "b": 30}])
+            >>> left.join(right, "inner", 1, on=("id",)).take_all()
+            [{'id': 2, 'a': 'y', 'b': 20}]
+        """
+        table = join_tables(
+            self.to_arrow(), ds.to_arrow(), join_type, list(on), right_on, left_suffix, right_suffix
+        )
+        return Dataset([TableSource(table)])
+
+    def zip(self, *other: Dataset) -> Dataset:
+        """The columns of this dataset and of ``other``, row by row (same row counts).
+
+        A column whose name is already taken gets ``_1`` appended, as in Ray.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).zip(ld.range(2)).take_all()
+            [{'id': 0, 'id_1': 0}, {'id': 1, 'id_1': 1}]
+        """
+        table = self.to_arrow()
+        for ds in other:
+            table = zip_tables(table, ds.to_arrow())
+        return Dataset([TableSource(table)])
+
+    def with_column(self, column_name: str, expr: Any) -> Dataset:
+        """Add (or replace) a column computed from an expression, block by block, lazily.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> from lockstep.data.expressions import col
+            >>> ld.range(2).with_column("twice", col("id") * 2).take_all()
+            [{'id': 0, 'twice': 0}, {'id': 1, 'twice': 2}]
+        """
+        import pyarrow.compute as pc
+
+        if not isinstance(column_name, str):
+            raise ValueError(f"with_column: the name must be a string, got {column_name!r}")
+        if isinstance(expr, str):
+            expr = parse_expression(expr)
+        if not isinstance(expr, pc.Expression):
+            raise ValueError(
+                f"with_column takes an expression, got {type(expr).__name__}. HINT: "
+                "from lockstep.data.expressions import col; col('x') + 1"
+            )
+        return self._with_op(
+            MapBatches(Udf(_ColumnOf(column_name, expr)), "pyarrow", None, preserves_rows=True)
+        )
+
+    def random_sample(self, fraction: float, *, seed: int | None = None) -> Dataset:
+        """Each row kept with probability ``fraction``; the same rows for the same seed.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.range(1000)
+            >>> ds.random_sample(0.1, seed=3).take_all() == ds.random_sample(0.1, seed=3).take_all()
+            True
+        """
+        if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+            raise ValueError(f"random_sample: fraction must be in [0, 1], got {fraction!r}")
+        return self._with_op(MapBatches(Udf(Sampler(float(fraction), seed)), "pyarrow", None))
+
+    def size_bytes(self) -> int:
+        """The in-memory size of the rows, in bytes (Arrow's; computed by a pass if needed).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(10).size_bytes()
+            80
+        """
+        sources = self._plan.sources
+        in_memory = not self._plan.ops and all(type(s) is TableSource for s in sources)
+        blocks = (s.table for s in sources) if in_memory else self._pass_blocks()  # type: ignore[attr-defined]
+        total = 0
+        for block in blocks:
+            total += int(block.nbytes)
+        return total
 
     def streaming_split(
         self, n: int, *, equal: bool = False, locality_hints: Any = None
@@ -569,8 +708,8 @@ class Dataset(BatchIterable, AggregateMethods):
         """
         return sum(self._row_counts())
 
-    def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows (from metadata, or the first block).
+    def schema(self) -> Schema | None:
+        """The :class:`Schema` of the rows (from metadata, or the first block).
 
         Example:
             >>> import lockstep.data as ld
@@ -579,7 +718,7 @@ class Dataset(BatchIterable, AggregateMethods):
         """
         if self._schema is None:
             self._schema = self._plan.schema()
-        return self._schema
+        return Schema(self._schema) if self._schema is not None else None
 
     def columns(self) -> list[str]:
         """The column names.
@@ -590,7 +729,7 @@ class Dataset(BatchIterable, AggregateMethods):
             ['a', 'b']
         """
         schema = self.schema()
-        return list(schema.names) if schema is not None else []
+        return schema.names if schema is not None else []
 
     def num_blocks(self) -> int:
         """The number of blocks (files, row ranges, tables) the rows are described by.
@@ -690,8 +829,8 @@ class Dataset(BatchIterable, AggregateMethods):
                 f"to_pandas: the dataset has more than {limit} rows. HINT: raise limit, "
                 "or iterate with iter_batches(batch_format='pandas')"
             )
-        if not table.num_columns and self.schema() is not None:
-            table = self.schema().empty_table()
+        if not table.num_columns and self._plan.schema() is not None:
+            table = self._plan.schema().empty_table()
         return to_pandas(table)
 
     def to_arrow(self) -> Any:
@@ -871,6 +1010,25 @@ class Dataset(BatchIterable, AggregateMethods):
 
     def __repr__(self) -> str:
         return self._plan.describe()
+
+
+class _ColumnOf:
+    """A block with column ``name`` set to ``expression`` evaluated on it."""
+
+    def __init__(self, name: str, expression: Any) -> None:
+        self.name, self.expression = name, expression
+
+    def __call__(self, table: Any) -> Any:
+        import pyarrow.dataset as pads
+
+        columns = {c: pads.field(c) for c in table.column_names if c != self.name}
+        values = pads.dataset(table).to_table(columns={self.name: self.expression})
+        out = (
+            table.drop_columns([self.name])
+            if self.name in columns or self.name in table.column_names
+            else table
+        )
+        return out.append_column(self.name, values.column(0))
 
 
 def _udf(

@@ -149,6 +149,23 @@ def from_arrow(
     )
 
 
+def from_blocks(blocks: Sequence[Any]) -> Dataset:
+    """A dataset of blocks: ``pyarrow.Table`` or pandas DataFrames, one block each.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> ds = from_blocks([pa.table({"x": [1, 2]}), pa.table({"x": [3]})])
+        >>> ds.num_blocks(), ds.count()
+        (2, 3)
+    """
+    if not isinstance(blocks, list | tuple) or not blocks:
+        raise ValueError(
+            f"from_blocks takes a non-empty list of tables or DataFrames, got {blocks!r}. "
+            "HINT: from_blocks([pyarrow_table, ...])"
+        )
+    return Dataset([TableSource(from_batch(b, "from_blocks")) for b in blocks])
+
+
 def from_torch(
     dataset: Any, *, override_num_blocks: int | None = None, parallelism: int | None = None
 ) -> Dataset:
@@ -418,6 +435,7 @@ def read_json(
     file_extensions: Sequence[str] | None = ("json", "jsonl"),
     read_options: Any = None,
     parse_options: Any = None,
+    lines: bool = False,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -429,6 +447,8 @@ def read_json(
         file_extensions: Files found in directories must end with one of these.
         read_options: A ``pyarrow.json.ReadOptions``.
         parse_options: A ``pyarrow.json.ParseOptions`` (e.g. an explicit schema).
+        lines: Read every file as JSON lines (as Ray's ``lines=True``); otherwise a file
+            holding one JSON array is recognised too.
 
     Example:
         >>> import os, tempfile
@@ -446,7 +466,7 @@ def read_json(
         num_blocks_arg(override_num_blocks, parallelism, "read_json"),
         Dataset(
             [
-                JsonSource(files.filesystem, p, files.display(p), options or None)
+                JsonSource(files.filesystem, p, files.display(p), options or None, lines)
                 for p in files.paths
             ]
         ),
