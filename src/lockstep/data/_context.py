@@ -12,13 +12,14 @@ True``; every field Ray has exists here. The ones with a meaning for lockstep ar
 
 The others are accepted and have no effect here (they tune Ray's scheduler, shuffle and
 object store). A dataset carries the context it was pickled under to the workers: there,
-``DataContext.get_current()`` gives the driver's settings.
+``DataContext.get_current()`` gives the driver's settings (those of its latest dataset).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -159,18 +160,18 @@ class DataContext:
         return copy.deepcopy(self)
 
 
-def current_snapshot() -> DataContext | None:
-    """A copy of the process's context to send with a dataset; None when never touched."""
+def current_snapshot() -> tuple[DataContext, int] | None:
+    """A copy of this process's context and its pid, to send with a dataset; None when the
+    context was never touched here."""
     current = DataContext._current
-    return current.copy() if current is not None else None
+    return (current.copy(), os.getpid()) if current is not None else None
 
 
-def adopt(context: DataContext | None) -> None:
-    """In a process that has no context yet (a worker), take the driver's."""
-    if context is not None and DataContext._current is None:
+def adopt(snapshot: tuple[DataContext, int] | None) -> None:
+    """In another process than the one that sent it (a worker), take the sender's context."""
+    if snapshot is not None and snapshot[1] != os.getpid():
         with DataContext._lock:
-            if DataContext._current is None:
-                DataContext._current = context
+            DataContext._current = snapshot[0]
 
 
 def within_block_size(table: Any) -> list[Any]:

@@ -69,13 +69,17 @@ def test_target_max_block_size_cuts_in_memory_blocks(context):
     assert ld.from_items([{"x": i} for i in range(1000)]).num_blocks() == 1
 
 
-def test_a_dataset_carries_the_context_to_a_process_that_has_none(context):
+def test_a_dataset_carries_the_context_to_another_process(context, monkeypatch):
+    import os
+
     context.set_config("answer", 42)
     context.target_max_block_size = 1234
     payload = pickle.dumps(ld.range(3))
-    DataContext._current = None  # as in a fresh worker
+    assert pickle.loads(payload).count() == 3
+    assert DataContext.get_current() is context  # the same process keeps its own object
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # as in a worker
     assert pickle.loads(payload).count() == 3
     adopted = DataContext.get_current()
+    assert adopted is not context
     assert adopted.get_config("answer") == 42 and adopted.target_max_block_size == 1234
-    pickle.loads(pickle.dumps(ld.range(1)))  # a process that has one keeps its own
-    assert DataContext.get_current() is adopted
