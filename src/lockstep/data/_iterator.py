@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
+from lockstep.data._relational import Schema
 
 D = TypeVar("D")
 
@@ -41,14 +42,15 @@ class DataIterator(BatchIterable, Generic[D]):
         return self._plan.blocks()
 
     def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows.
+        """The :class:`~lockstep.data.Schema` of the rows.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(2).iterator().schema().names
             ['id']
         """
-        return self._plan.schema()
+        schema = self._plan.schema()
+        return Schema(schema) if schema is not None else None
 
     def count(self) -> int:
         """The number of rows in one epoch.

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
+from lockstep.data._relational import Schema
 from lockstep.data._split import check_num_splits
 
 D = TypeVar("D")
@@ -123,14 +124,15 @@ class DatasetPipeline(BatchIterable, Generic[D]):
         ]
 
     def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows.
+        """The :class:`~lockstep.data.Schema` of the rows.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(2).repeat().schema().names
             ['id']
         """
-        return self._plan.schema()
+        schema = self._plan.schema()
+        return Schema(schema) if schema is not None else None
 
     def __repr__(self) -> str:
         times = "forever" if self._times is None else f"{self._times} epochs"
