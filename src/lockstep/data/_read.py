@@ -401,6 +401,8 @@ def read_csv(
         read_options: A ``pyarrow.csv.ReadOptions``.
         parse_options: A ``pyarrow.csv.ParseOptions`` (delimiter, quoting).
         convert_options: A ``pyarrow.csv.ConvertOptions`` (column types, nulls).
+        override_num_blocks: The number of blocks (see ``lockstep.data.range``).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> import os, tempfile
@@ -449,6 +451,8 @@ def read_json(
         parse_options: A ``pyarrow.json.ParseOptions`` (e.g. an explicit schema).
         lines: Read every file as JSON lines (as Ray's ``lines=True``); otherwise a file
             holding one JSON array is recognised too.
+        override_num_blocks: The number of blocks (see ``lockstep.data.range``).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> import os, tempfile

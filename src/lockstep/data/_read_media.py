@@ -138,6 +138,8 @@ def read_binary_files(
         include_paths: Add each file's path in column ``path``.
         filesystem: A pyarrow or fsspec filesystem the paths are on.
         file_extensions: Files found in directories must end with one of these.
+        override_num_blocks: The number of blocks (see ``lockstep.data.range``).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> import os, tempfile
@@ -181,6 +183,8 @@ def read_images(
         include_paths: Add each file's path in column ``path``.
         filesystem: A pyarrow or fsspec filesystem the paths are on.
         file_extensions: Files found in directories must end with one of these.
+        override_num_blocks: The number of blocks (see ``lockstep.data.range``).
+        parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
     Example:
         >>> import os, tempfile
@@ -198,12 +202,12 @@ def read_images(
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_images"
     )
-    size_tuple = tuple(size) if size is not None else None
+    size_tuple = (size[0], size[1]) if size is not None else None
     return rebalance(
         num_blocks_arg(override_num_blocks, parallelism, "read_images"),
         Dataset(
             [
-                ImageSource(files.filesystem, p, files.display(p), size_tuple, mode, include_paths)  # type: ignore[arg-type]
+                ImageSource(files.filesystem, p, files.display(p), size_tuple, mode, include_paths)
                 for p in files.paths
             ]
         ),
