@@ -12,41 +12,67 @@ Example:
     [2, 2]
 """
 
-from lockstep.data import aggregate, preprocessors
+from lockstep.data import aggregate, context, datasource, expressions, preprocessors
+from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
+from lockstep.data._context import DataContext, ExecutionOptions, ExecutionResources
 from lockstep.data._dataset import Dataset
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterator import DataIterator
 from lockstep.data._pipeline import DatasetPipeline
 from lockstep.data._read import (
     from_arrow,
+    from_blocks,
+    from_huggingface,
     from_items,
     from_numpy,
     from_pandas,
+    from_tf,
     from_torch,
     range,
+    range_tensor,
     read_csv,
     read_json,
     read_numpy,
     read_parquet,
     read_text,
 )
+from lockstep.data._read_media import read_binary_files, read_images, read_tfrecords
+from lockstep.data._relational import Schema
+from lockstep.data._write import SaveMode
 
 __all__ = [
+    "ActorPoolStrategy",
+    "DataContext",
     "DataIterator",
     "Dataset",
     "DatasetPipeline",
+    "ExecutionOptions",
+    "ExecutionResources",
     "GroupedData",
+    "SaveMode",
+    "Schema",
+    "TaskPoolStrategy",
     "aggregate",
+    "context",
+    "datasource",
+    "expressions",
     "from_arrow",
+    "from_blocks",
+    "from_huggingface",
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_tf",
     "from_torch",
     "preprocessors",
     "range",
+    "range_tensor",
+    "read_binary_files",
     "read_csv",
+    "read_images",
     "read_json",
     "read_numpy",
     "read_parquet",
     "read_text",
+    "read_tfrecords",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,44 @@ import pyarrow.compute as pc
 
 # A streaming state: (count of values, sum or min/max or mean, M2, saw a null).
 State = tuple[int, Any, float, bool]
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Count, mean and sum of squared deviations (M2) of a column's values.
+
+    Merging is what lets mean and variance stream over blocks: ``Std`` here and the
+    scalers' statistics both go through :meth:`merge`.
+    """
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    @classmethod
+    def of(cls, column: Any) -> Moments:
+        """The moments of a column's non-null values (NaN, if any, propagates)."""
+        count = len(column) - column.null_count
+        if not count:
+            return cls()
+        mean = pc.mean(column).as_py()
+        return cls(count, float(mean), float(pc.variance(column, ddof=0).as_py()) * count)
+
+    def merge(self, other: Moments) -> Moments:
+        """Both sets of values together (Chan et al.'s formula, stable for any block sizes)."""
+        if not other.count:
+            return self
+        if not self.count:
+            return other
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * other.count / count
+        m2 = self.m2 + other.m2 + delta * delta * self.count * other.count / count
+        return Moments(count, mean, m2)
+
+    def variance(self, ddof: int = 0) -> float | None:
+        """``M2 / (count - ddof)``; None when ``count <= ddof``."""
+        return self.m2 / (self.count - ddof) if self.count > ddof else None
 
 
 class AggregateFn:
@@ -205,27 +244,21 @@ class Std(AggregateFn):
         return self.on, "stddev", options
 
     def _partial(self, column: Any) -> State:
-        valid = len(column) - column.null_count
-        if not valid:
-            return 0, None, 0.0, column.null_count > 0
-        mean = pc.mean(column).as_py()
-        m2 = pc.variance(column, ddof=0).as_py() * valid
-        return valid, mean, m2, column.null_count > 0
+        moments = Moments.of(column)
+        mean = moments.mean if moments.count else None
+        return moments.count, mean, moments.m2, column.null_count > 0
 
     def _merge(self, a: State, b: State) -> State:
-        if a[0] == 0 or b[0] == 0:
-            return super()._merge(a, b)
-        count = a[0] + b[0]
-        delta = b[1] - a[1]
-        mean = a[1] + delta * b[0] / count
-        m2 = a[2] + b[2] + delta * delta * a[0] * b[0] / count
-        return count, mean, m2, a[3] or b[3]
+        merged = Moments(a[0], a[1] or 0.0, a[2]).merge(Moments(b[0], b[1] or 0.0, b[2]))
+        mean = merged.mean if merged.count else None
+        return merged.count, mean, merged.m2, a[3] or b[3]
 
     def _finalize(self, state: State) -> Any:
         count, _, m2, saw_null = state
-        if count <= self.ddof or (saw_null and not self.ignore_nulls):
+        variance = Moments(count, 0.0, m2).variance(self.ddof)
+        if variance is None or (saw_null and not self.ignore_nulls):
             return None
-        return math.sqrt(m2 / (count - self.ddof))
+        return math.sqrt(variance)
 
 
 def aggregate_blocks(blocks: Iterable[Any], aggs: list[AggregateFn]) -> dict[str, Any]:
@@ -249,3 +282,79 @@ def group_aggregate(table: Any, keys: list[str], aggs: list[AggregateFn]) -> Any
     arrays = [result.column(k) for k in keys] + [result.column(i) for i in values]
     out = pa.Table.from_arrays(arrays, names=keys + [agg.name for agg in aggs])
     return out.sort_by([(k, "ascending") for k in keys])
+
+
+class AggregateMethods:
+    """``sum``, ``min``, ``max``, ``mean`` and ``std`` of columns, written once.
+
+    ``Dataset`` gives values (one, or a dict for a list of columns); ``GroupedData`` gives a
+    dataset with one row per group. Each implements :meth:`_aggregate_columns`.
+    """
+
+    def _aggregate_columns(self, aggs: list[AggregateFn], one: bool) -> Any:
+        """The result of ``aggs``; ``one`` when a single column name (not a list) was given."""
+        raise NotImplementedError
+
+    def sum(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The sum of column ``on`` (of each, for a list), in ``sum(col)``; None when no values.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).sum("id")
+            10
+        """
+        return self._aggregate_columns(
+            [Sum(c, ignore_nulls=ignore_nulls) for c in _names(on)], isinstance(on, str)
+        )
+
+    def min(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The smallest value of column ``on`` (of each, for a list), in ``min(col)``.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).min("id")
+            0
+        """
+        return self._aggregate_columns(
+            [Min(c, ignore_nulls=ignore_nulls) for c in _names(on)], isinstance(on, str)
+        )
+
+    def max(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The largest value of column ``on`` (of each, for a list), in ``max(col)``.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).max("id")
+            4
+        """
+        return self._aggregate_columns(
+            [Max(c, ignore_nulls=ignore_nulls) for c in _names(on)], isinstance(on, str)
+        )
+
+    def mean(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
+        """The mean of column ``on`` (of each, for a list), in ``mean(col)``.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(5).mean("id")
+            2.0
+        """
+        return self._aggregate_columns(
+            [Mean(c, ignore_nulls=ignore_nulls) for c in _names(on)], isinstance(on, str)
+        )
+
+    def std(self, on: str | list[str], ddof: int = 1, ignore_nulls: bool = True) -> Any:
+        """The standard deviation of column ``on`` with ``ddof`` (1: sample std), in ``std(col)``.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> round(ld.range(5).std("id"), 4)
+            1.5811
+        """
+        return self._aggregate_columns(
+            [Std(c, ddof, ignore_nulls=ignore_nulls) for c in _names(on)], isinstance(on, str)
+        )
+
+
+def _names(on: str | list[str]) -> list[str]:
+    return [on] if isinstance(on, str) else list(on)

@@ -191,7 +191,9 @@ def _from_ndarray(values: np.ndarray[Any, Any], where: str, name: str) -> Any:
 def _tensor_array(values: np.ndarray[Any, Any]) -> Any:
     """An n-d array as a fixed-shape tensor column (``values.shape[1:]`` per row)."""
     if values.size:
-        return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
+        if not values.flags.c_contiguous or values.strides[0] != values[0].nbytes:
+            values = np.array(values, order="C")  # Arrow wants each row's values packed
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(values)
     # pyarrow cannot make one from an empty array: build it from its storage type
     inner = pa.from_numpy_dtype(values.dtype)
     if values.shape[0] and not int(np.prod(values.shape[1:])):

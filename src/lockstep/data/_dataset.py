@@ -14,13 +14,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lockstep.data import _split
-from lockstep.data._aggregate import AggregateFn, Max, Mean, Min, Std, Sum, aggregate_blocks
-from lockstep.data._convert import EMPTY, check_batch_format, concat, to_pandas
-from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
+from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_blocks
+from lockstep.data._compute import check_compute
+from lockstep.data._convert import check_batch_format, to_pandas
+from lockstep.data._execute import ConcatSource
+from lockstep.data._expressions import parse as parse_expression
+from lockstep.data._groupby import GroupedData
 from lockstep.data._iterable import BatchIterable
+from lockstep.data._iterator import DataIterator
 from lockstep.data._ops import (
     AddColumn,
     DropColumns,
@@ -30,22 +32,20 @@ from lockstep.data._ops import (
     MapRows,
     Op,
     RenameColumns,
-    SelectColumns,
     Udf,
     check_callable,
 )
-from lockstep.data._sources import SlicedSource, Source, TableSource
-from lockstep.data._write import write_blocks
+from lockstep.data._pipeline import DatasetPipeline
+from lockstep.data._plan import Plan
+from lockstep.data._relational import Sampler, Schema, join_tables, stratified_indices, zip_tables
+from lockstep.data._sources import Source, TableSource
+from lockstep.data._write import FilenameProvider, SaveMode, make_request, write_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lockstep.data._groupby import GroupedData
-    from lockstep.data._iterator import DataIterator
-    from lockstep.data._pipeline import DatasetPipeline
 
-
-class Dataset(BatchIterable):
+class Dataset(BatchIterable, AggregateMethods):
     """Rows described on the driver and read, transformed and batched where they are consumed.
 
     Create one with :func:`lockstep.data.from_items`, :func:`~lockstep.data.read_parquet`
@@ -66,59 +66,48 @@ class Dataset(BatchIterable):
         *,
         counts: Sequence[int] | None = None,
     ) -> None:
-        self._sources = tuple(sources)
-        self._ops = tuple(ops)
-        # output rows per source, once known (from metadata or counted once)
-        self._counts: list[int] | None = list(counts) if counts is not None else None
+        self._plan = Plan(sources, ops, counts)
         self._schema: Any = None
         self._last_stats = None
 
     # -- internals -------------------------------------------------------------------------
 
+    @classmethod
+    def _of(cls, plan: Plan) -> Dataset:
+        dataset = cls.__new__(cls)
+        dataset._plan, dataset._schema, dataset._last_stats = plan, None, None
+        return dataset
+
+    @property
+    def _sources(self) -> tuple[Source, ...]:
+        return self._plan.sources
+
+    @property
+    def _ops(self) -> tuple[Op, ...]:
+        return self._plan.ops
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"sources": self._sources, "ops": self._ops, "counts": self._counts}
+        return {"plan": self._plan}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["sources"], state["ops"], counts=state["counts"])  # type: ignore[misc]
+        self._plan, self._schema, self._last_stats = state["plan"], None, None
 
     def _with_op(self, op: Op) -> Dataset:
-        counts = self._counts if op.preserves_rows else None
-        return Dataset(self._sources, (*self._ops, op), counts=counts)
+        return Dataset._of(self._plan.with_op(op))
 
     def _pass_blocks(self) -> Iterator[Any]:
-        return stream(self._sources, self._ops)
-
-    def _known_counts(self) -> list[int] | None:
-        if self._counts is None:
-            self._counts = cheap_counts(self._sources, self._ops)
-        return self._counts
+        return self._plan.blocks()
 
     def _row_counts(self) -> list[int]:
-        """Output rows per source; streams the data once when metadata cannot tell."""
-        if self._counts is None:
-            self._counts = count_rows(self._sources, self._ops)
-        return self._counts
-
-    def _windows(self, ranges: Sequence[tuple[int, int]]) -> list[Dataset]:
-        counts = self._row_counts()
-        out = []
-        for start, stop in ranges:
-            parts = _split.window_sources(self._sources, self._ops, counts, start, stop)
-            out.append(Dataset([s for s, _ in parts], counts=[n for _, n in parts]))
-        return out
+        return self._plan.row_counts()
 
     def _table(self) -> Any:
         """Every row in one Arrow table, in this process."""
-        return concat(list(self._pass_blocks()))
+        return self._plan.table()
 
-    def _aggregate(self, aggs: list[AggregateFn]) -> dict[str, Any]:
-        columns = list(dict.fromkeys(a.on for a in aggs if a.on is not None))
-        return aggregate_blocks(self.select_columns(columns)._pass_blocks(), aggs)
-
-    def _on(self, kind: type[AggregateFn], on: str | list[str], **kwargs: Any) -> Any:
-        names = [on] if isinstance(on, str) else list(on)
-        result = self._aggregate([kind(c, **kwargs) for c in names])
-        return next(iter(result.values())) if isinstance(on, str) else result
+    def _aggregate_columns(self, aggs: list[AggregateFn], one: bool) -> Any:
+        result = self.aggregate(*aggs)
+        return next(iter(result.values())) if one else result
 
     # -- transforms --------------------------------------------------------------------------
 
@@ -130,19 +119,27 @@ class Dataset(BatchIterable):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to each row (a dict) and keep the dict it returns.
 
         ``fn`` may be a callable class: it is instantiated once per process, with the
-        constructor arguments, before its first row. ``concurrency`` is accepted for Ray
-        compatibility; rows are transformed by whoever consumes them.
+        constructor arguments, before its first row. ``compute``, ``concurrency``,
+        ``num_cpus``, ``num_gpus``, ``memory`` and Ray's remote arguments are checked as Ray
+        checks them and have no other effect: rows are transformed by whoever consumes them.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
             [{'sq': 0}, {'sq': 1}, {'sq': 4}]
         """
+        check_compute(fn, "map", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(MapRows(udf))
 
@@ -157,7 +154,13 @@ class Dataset(BatchIterable):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to batches of rows; it returns (or yields) batches.
 
@@ -170,7 +173,16 @@ class Dataset(BatchIterable):
             fn_kwargs: Extra keyword arguments for ``fn``.
             fn_constructor_args: Positional arguments for the class's constructor.
             fn_constructor_kwargs: Keyword arguments for the class's constructor.
-            concurrency: Accepted for Ray compatibility.
+            concurrency: Ray's number of parallel workers (or actors): accepted, no effect.
+            compute: ``"tasks"``, ``"actors"``, :class:`ActorPoolStrategy` (a callable class,
+                instantiated once per process that reads rows, not once per actor) or
+                :class:`TaskPoolStrategy`.
+            num_cpus: CPUs Ray reserves per worker: accepted, no effect (nothing is
+                reserved, so a transform never waits for CPUs that training holds).
+            num_gpus: GPUs Ray reserves per worker: accepted, no effect.
+            memory: Memory Ray reserves per worker: accepted, no effect.
+            ray_remote_args_fn: Ray's per-worker remote arguments: accepted, no effect.
+            **ray_remote_args: Ray's remote arguments: accepted, no effect.
 
         Example:
             >>> import lockstep.data as ld
@@ -183,6 +195,7 @@ class Dataset(BatchIterable):
             raise ValueError(
                 f"map_batches: batch_size must be a positive int or None, got {batch_size!r}"
             )
+        check_compute(fn, "map_batches", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(
             fn, "map_batches", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs
         )
@@ -196,7 +209,13 @@ class Dataset(BatchIterable):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Apply ``fn`` to each row; it returns a list of rows (possibly empty).
 
@@ -205,6 +224,7 @@ class Dataset(BatchIterable):
             >>> ld.range(2).flat_map(lambda row: [row, row]).count()
             4
         """
+        check_compute(fn, "flat_map", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "flat_map", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(FlatMap(udf))
 
@@ -217,11 +237,19 @@ class Dataset(BatchIterable):
         fn_kwargs: Mapping[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] | None = None,
         fn_constructor_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int | None = None,
+        concurrency: int | tuple[int, int] | None = None,
+        compute: Any = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+        **ray_remote_args: Any,
     ) -> Dataset:
         """Keep the rows for which ``fn(row)`` is true, or that match ``expr``.
 
-        ``expr`` is a ``pyarrow.compute`` expression, evaluated on whole blocks (fast).
+        ``expr`` is a ``pyarrow.compute`` expression (``lockstep.data.expressions.col``
+        builds one) or a string such as ``"x > 50 and y != 'a'"``, as Ray takes; it is
+        evaluated on whole blocks (fast).
 
         Example:
             >>> import pyarrow.compute as pc, lockstep.data as ld
@@ -233,6 +261,8 @@ class Dataset(BatchIterable):
                 "filter takes either fn or expr. HINT: ds.filter(lambda row: row['x'] > 0) "
                 "or ds.filter(expr=pyarrow.compute.field('x') > 0)"
             )
+        if isinstance(expr, str):
+            expr = parse_expression(expr)
         if expr is not None:
             import pyarrow.compute as pc
 
@@ -243,6 +273,7 @@ class Dataset(BatchIterable):
                 )
             return self._with_op(Filter(expression=expr))
         assert fn is not None
+        check_compute(fn, "filter", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "filter", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
         return self._with_op(Filter(udf=udf))
 
@@ -271,7 +302,7 @@ class Dataset(BatchIterable):
             [{'a': 1}]
         """
         names = _column_list(cols, "drop_columns")
-        self._check_columns(names, "drop_columns")
+        self._plan.check_columns(names, "drop_columns")
         return self._with_op(DropColumns(tuple(names)))
 
     def select_columns(self, cols: str | Sequence[str]) -> Dataset:
@@ -282,13 +313,7 @@ class Dataset(BatchIterable):
             >>> ld.from_items([{"a": 1, "b": 2}]).select_columns(["b"]).take_all()
             [{'b': 2}]
         """
-        names = _column_list(cols, "select_columns")
-        self._check_columns(names, "select_columns")
-        if not self._ops:
-            narrowed = [s.select(names) for s in self._sources]
-            if all(s is not None for s in narrowed):
-                return Dataset([s for s in narrowed if s is not None], counts=self._counts)
-        return self._with_op(SelectColumns(tuple(names)))
+        return Dataset._of(self._plan.select_columns(_column_list(cols, "select_columns")))
 
     def rename_columns(self, names: Mapping[str, str] | Sequence[str]) -> Dataset:
         """Rename columns: a dict of old to new name, or the new names of all columns.
@@ -308,7 +333,7 @@ class Dataset(BatchIterable):
                     "HINT: give a name for every column, or a dict of old to new name"
                 )
             mapping = dict(zip(current, names, strict=True))
-        self._check_columns(list(mapping), "rename_columns")
+        self._plan.check_columns(list(mapping), "rename_columns")
         return self._with_op(RenameColumns(tuple(mapping.items())))
 
     def limit(self, limit: int) -> Dataset:
@@ -321,10 +346,7 @@ class Dataset(BatchIterable):
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"limit takes a non-negative int, got {limit!r}")
-        if self._known_counts() is not None:
-            return self._windows([(0, limit)])[0]
-        whole = ConcatSource(tuple(fold(self._sources, self._ops)))
-        return Dataset([SlicedSource(whole, 0, limit)])
+        return Dataset._of(self._plan.limit(limit))
 
     # -- global operations (rows gathered in this process) -----------------------------------
 
@@ -336,9 +358,7 @@ class Dataset(BatchIterable):
             >>> sorted(r["id"] for r in ld.range(5).random_shuffle(seed=0).take_all())
             [0, 1, 2, 3, 4]
         """
-        table = self._table()
-        order = np.random.default_rng(seed).permutation(table.num_rows)
-        return _in_memory(table.take(order), num_blocks or len(self._sources))
+        return Dataset._of(self._plan.shuffled(seed, num_blocks))
 
     def sort(self, key: str | list[str], descending: bool | list[bool] = False) -> Dataset:
         """The rows sorted by ``key`` (nulls last). Gathers all rows in this process.
@@ -355,13 +375,8 @@ class Dataset(BatchIterable):
                 f"sort: {len(keys)} keys but {len(orders)} descending flags. "
                 "HINT: one flag per key, or a single bool"
             )
-        self._check_columns(keys, "sort")
-        table = self._table()
-        if not table.num_rows:
-            return _in_memory(table, 1)
-        _require(table.column_names, keys, "sort")
         order = [(k, "descending" if d else "ascending") for k, d in zip(keys, orders, strict=True)]
-        return _in_memory(table.sort_by(order), len(self._sources))
+        return Dataset._of(self._plan.sorted(order))
 
     def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
         """The same rows in ``num_blocks`` blocks of near-equal size (lazy unless ``shuffle``).
@@ -374,8 +389,9 @@ class Dataset(BatchIterable):
         _split.check_num_splits(num_blocks, "repartition")
         if shuffle:
             return self.random_shuffle(num_blocks=num_blocks)
-        parts = self.split(num_blocks)
-        return Dataset([ConcatSource(p._sources) for p in parts], counts=[p.count() for p in parts])
+        parts = self._plan.split(num_blocks)
+        counts = [sum(p.row_counts()) for p in parts]
+        return Dataset([ConcatSource(p.sources) for p in parts], counts=counts)
 
     def union(self, *other: Dataset) -> Dataset:
         """This dataset's rows followed by those of ``other`` (lazy).
@@ -389,12 +405,12 @@ class Dataset(BatchIterable):
             if not isinstance(ds, Dataset):
                 raise ValueError(f"union takes Datasets, got {type(ds).__name__}")
         everything = (self, *other)
-        sources = [s for ds in everything for s in fold(ds._sources, ds._ops, ds._counts)]
-        known = [ds._counts for ds in everything]
+        sources = [s for ds in everything for s in ds._plan.folded()]
+        known = [ds._plan.counts for ds in everything]
         counts = None if any(c is None for c in known) else [n for c in known for n in c or []]
         return Dataset(sources, counts=counts)
 
-    def groupby(self, key: str | list[str]) -> GroupedData:
+    def groupby(self, key: str | list[str]) -> GroupedData[Dataset]:
         """Group rows by the values of ``key`` columns, to aggregate each group.
 
         The key and aggregated columns are gathered in this process.
@@ -405,9 +421,7 @@ class Dataset(BatchIterable):
             >>> ds.groupby("k").mean("v").take_all()
             [{'k': 0, 'mean(v)': 2.0}, {'k': 1, 'mean(v)': 3.0}]
         """
-        from lockstep.data._groupby import GroupedData
-
-        return GroupedData(self, key)
+        return GroupedData(self._plan, key, Dataset._of)
 
     def unique(self, column: str) -> list[Any]:
         """The distinct values of ``column``, in order of first appearance (streaming).
@@ -443,57 +457,8 @@ class Dataset(BatchIterable):
                 "aggregate takes aggregations such as Sum('x'). "
                 "HINT: from lockstep.data.aggregate import Sum"
             )
-        return self._aggregate(list(aggs))
-
-    def sum(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The sum of column ``on`` (a dict for a list of columns); None when no values.
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).sum("id")
-            10
-        """
-        return self._on(Sum, on, ignore_nulls=ignore_nulls)
-
-    def min(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The smallest value of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).min("id")
-            0
-        """
-        return self._on(Min, on, ignore_nulls=ignore_nulls)
-
-    def max(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The largest value of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).max("id")
-            4
-        """
-        return self._on(Max, on, ignore_nulls=ignore_nulls)
-
-    def mean(self, on: str | list[str], ignore_nulls: bool = True) -> Any:
-        """The mean of column ``on`` (a dict for a list of columns).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(5).mean("id")
-            2.0
-        """
-        return self._on(Mean, on, ignore_nulls=ignore_nulls)
-
-    def std(self, on: str | list[str], ddof: int = 1, ignore_nulls: bool = True) -> Any:
-        """The standard deviation of column ``on`` with ``ddof`` (1: sample std).
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> round(ld.range(5).std("id"), 4)
-            1.5811
-        """
-        return self._on(Std, on, ddof=ddof, ignore_nulls=ignore_nulls)
+        columns = list(dict.fromkeys(a.on for a in aggs if a.on is not None))
+        return aggregate_blocks(self.select_columns(columns)._pass_blocks(), list(aggs))
 
     # -- splits -----------------------------------------------------------------------------
 
@@ -512,8 +477,7 @@ class Dataset(BatchIterable):
             [3, 3, 3]
         """
         _split.check_num_splits(n, "split")
-        total = sum(self._row_counts())
-        return self._windows(_split.split_ranges(total, n, equal))
+        return [Dataset._of(p) for p in self._plan.split(n, equal)]
 
     def split_at_indices(self, indices: Sequence[int]) -> list[Dataset]:
         """The rows cut at ``indices``: ``len(indices) + 1`` datasets.
@@ -523,7 +487,8 @@ class Dataset(BatchIterable):
             >>> [p.count() for p in ld.range(10).split_at_indices([2, 5])]
             [2, 3, 5]
         """
-        return self._windows(_split.index_ranges(sum(self._row_counts()), indices))
+        ranges = _split.index_ranges(sum(self._row_counts()), indices)
+        return [Dataset._of(p) for p in self._plan.windows(ranges)]
 
     def split_proportionately(self, proportions: Sequence[float]) -> list[Dataset]:
         """Datasets with these fractions of the rows, plus one with the rest.
@@ -537,9 +502,17 @@ class Dataset(BatchIterable):
         return self.split_at_indices(_split.proportion_indices(total, proportions))
 
     def train_test_split(
-        self, test_size: int | float, *, shuffle: bool = False, seed: int | None = None
+        self,
+        test_size: int | float,
+        *,
+        shuffle: bool = False,
+        seed: int | None = None,
+        stratify: str | None = None,
     ) -> tuple[Dataset, Dataset]:
         """``(train, test)``: the last ``test_size`` rows (a count, or a fraction) are test.
+
+        With ``stratify`` (a column), each of its values is split in the same proportion
+        (the rows are gathered in this process, as Ray does).
 
         Example:
             >>> import lockstep.data as ld
@@ -547,6 +520,8 @@ class Dataset(BatchIterable):
             >>> train.count(), test.count()
             (7, 3)
         """
+        if stratify is not None:
+            return self._stratified_split(test_size, stratify, seed if shuffle else None)
         ds = self.random_shuffle(seed=seed) if shuffle else self
         if isinstance(test_size, float):
             if not 0 < test_size < 1:
@@ -564,9 +539,132 @@ class Dataset(BatchIterable):
         train, test = ds.split_at_indices([total - test_size])
         return train, test
 
+    def _stratified_split(
+        self, test_size: int | float, column: str, seed: int | None
+    ) -> tuple[Dataset, Dataset]:
+        table = self.to_arrow()
+        if column not in table.column_names:
+            raise ValueError(
+                f"train_test_split: stratify column {column!r} does not exist; the columns "
+                f"are {table.column_names}. HINT: stratify= one of them"
+            )
+        fraction = test_size / table.num_rows if isinstance(test_size, int) else test_size
+        if not 0 < fraction < 1:
+            raise ValueError(f"train_test_split: test_size {test_size!r} is out of range")
+        train, test = stratified_indices(table.column(column), fraction, seed)
+        return (
+            Dataset([TableSource(table.take(train))]),
+            Dataset([TableSource(table.take(test))]),
+        )
+
+    def join(
+        self,
+        ds: Dataset,
+        join_type: str = "inner",
+        num_partitions: int | None = None,
+        on: Sequence[str] = ("id",),
+        right_on: Sequence[str] | None = None,
+        left_suffix: str | None = None,
+        right_suffix: str | None = None,
+        **ray_args: Any,
+    ) -> Dataset:
+        """This dataset's rows joined with ``ds``'s on key columns (a hash join in Arrow).
+
+        Args:
+            ds: The right side.
+            join_type: ``"inner"``, ``"left_outer"``, ``"right_outer"``, ``"full_outer"``
+                (and the semi and anti joins).
+            num_partitions: Ray's shuffle partitions: accepted, no effect (both sides are
+                gathered in this process).
+            on: The key columns of this dataset.
+            right_on: The key columns of ``ds`` (``on`` by default).
+            left_suffix: Appended to this side's other columns whose names collide.
+            right_suffix: Appended to ``ds``'s other columns whose names collide.
+            **ray_args: Ray's other arguments (``partition_size_hint``, ...): accepted.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> left = ld.from_items([{"id": 1, "a": "x"}, {"id": 2, "a": "y"}])
+            >>> right = ld.from_items([{"id": 2, "b": 20}, {"id": 3, "b": 30}])
+            >>> left.join(right, "inner", 1, on=("id",)).take_all()
+            [{'id': 2, 'a': 'y', 'b': 20}]
+        """
+        table = join_tables(
+            self.to_arrow(), ds.to_arrow(), join_type, list(on), right_on, left_suffix, right_suffix
+        )
+        return Dataset([TableSource(table)])
+
+    def zip(self, *other: Dataset) -> Dataset:
+        """The columns of this dataset and of ``other``, row by row (same row counts).
+
+        A column whose name is already taken gets ``_1`` appended, as in Ray.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).zip(ld.range(2)).take_all()
+            [{'id': 0, 'id_1': 0}, {'id': 1, 'id_1': 1}]
+        """
+        table = self.to_arrow()
+        for ds in other:
+            table = zip_tables(table, ds.to_arrow())
+        return Dataset([TableSource(table)])
+
+    def with_column(self, column_name: str, expr: Any) -> Dataset:
+        """Add (or replace) a column computed from an expression, block by block, lazily.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> from lockstep.data.expressions import col
+            >>> ld.range(2).with_column("twice", col("id") * 2).take_all()
+            [{'id': 0, 'twice': 0}, {'id': 1, 'twice': 2}]
+        """
+        import pyarrow.compute as pc
+
+        if not isinstance(column_name, str):
+            raise ValueError(f"with_column: the name must be a string, got {column_name!r}")
+        if isinstance(expr, str):
+            expr = parse_expression(expr)
+        if not isinstance(expr, pc.Expression):
+            raise ValueError(
+                f"with_column takes an expression, got {type(expr).__name__}. HINT: "
+                "from lockstep.data.expressions import col; col('x') + 1"
+            )
+        return self._with_op(
+            MapBatches(Udf(_ColumnOf(column_name, expr)), "pyarrow", None, preserves_rows=True)
+        )
+
+    def random_sample(self, fraction: float, *, seed: int | None = None) -> Dataset:
+        """Each row kept with probability ``fraction``; the same rows for the same seed.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ds = ld.range(1000)
+            >>> ds.random_sample(0.1, seed=3).take_all() == ds.random_sample(0.1, seed=3).take_all()
+            True
+        """
+        if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+            raise ValueError(f"random_sample: fraction must be in [0, 1], got {fraction!r}")
+        return self._with_op(MapBatches(Udf(Sampler(float(fraction), seed)), "pyarrow", None))
+
+    def size_bytes(self) -> int:
+        """The in-memory size of the rows, in bytes (Arrow's; computed by a pass if needed).
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(10).size_bytes()
+            80
+        """
+        sources = self._plan.sources
+        in_memory = not self._plan.ops and all(type(s) is TableSource for s in sources)
+        blocks = (s.table for s in sources) if in_memory else self._pass_blocks()  # type: ignore[attr-defined]
+        total = 0
+        for block in blocks:
+            total += int(block.nbytes)
+        return total
+
     def streaming_split(
         self, n: int, *, equal: bool = False, locality_hints: Any = None
-    ) -> list[DataIterator]:
+    ) -> list[DataIterator[Dataset]]:
         """``n`` iterators over disjoint parts, one per consumer (see :meth:`split`).
 
         Example:
@@ -578,7 +676,7 @@ class Dataset(BatchIterable):
 
     # -- consumption ------------------------------------------------------------------------
 
-    def iterator(self) -> DataIterator:
+    def iterator(self) -> DataIterator[Dataset]:
         """A :class:`DataIterator` over this dataset: what ``get_dataset_shard`` returns.
 
         Example:
@@ -587,11 +685,9 @@ class Dataset(BatchIterable):
             >>> [b["id"].tolist() for b in it.iter_batches(batch_size=3)]
             [[0, 1, 2]]
         """
-        from lockstep.data._iterator import DataIterator
+        return DataIterator(self._plan, Dataset._of)
 
-        return DataIterator(self)
-
-    def repeat(self, times: int | None = None) -> DatasetPipeline:
+    def repeat(self, times: int | None = None) -> DatasetPipeline[Dataset]:
         """A pipeline of ``times`` epochs of this dataset (forever with None) (older API).
 
         Example:
@@ -600,9 +696,7 @@ class Dataset(BatchIterable):
             >>> [epoch.count() for epoch in epochs]
             [2, 2, 2]
         """
-        from lockstep.data._pipeline import DatasetPipeline
-
-        return DatasetPipeline(self, times=times)
+        return DatasetPipeline(self._plan, Dataset._of, times=times)
 
     def count(self) -> int:
         """The number of rows; from metadata when possible, else by streaming once.
@@ -614,8 +708,8 @@ class Dataset(BatchIterable):
         """
         return sum(self._row_counts())
 
-    def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows (from metadata, or the first block).
+    def schema(self) -> Schema | None:
+        """The :class:`Schema` of the rows (from metadata, or the first block).
 
         Example:
             >>> import lockstep.data as ld
@@ -623,11 +717,8 @@ class Dataset(BatchIterable):
             ['id']
         """
         if self._schema is None:
-            if not self._ops and self._sources and self._sources[0].schema() is not None:
-                self._schema = self._sources[0].schema()
-            else:
-                self._schema = _first_schema(self.limit(1)._pass_blocks())
-        return self._schema
+            self._schema = self._plan.schema()
+        return Schema(self._schema) if self._schema is not None else None
 
     def columns(self) -> list[str]:
         """The column names.
@@ -638,7 +729,7 @@ class Dataset(BatchIterable):
             ['a', 'b']
         """
         schema = self.schema()
-        return list(schema.names) if schema is not None else []
+        return schema.names if schema is not None else []
 
     def num_blocks(self) -> int:
         """The number of blocks (files, row ranges, tables) the rows are described by.
@@ -738,8 +829,8 @@ class Dataset(BatchIterable):
                 f"to_pandas: the dataset has more than {limit} rows. HINT: raise limit, "
                 "or iterate with iter_batches(batch_format='pandas')"
             )
-        if not table.num_columns and self.schema() is not None:
-            table = self.schema().empty_table()
+        if not table.num_columns and self._plan.schema() is not None:
+            table = self._plan.schema().empty_table()
         return to_pandas(table)
 
     def to_arrow(self) -> Any:
@@ -750,10 +841,7 @@ class Dataset(BatchIterable):
             >>> ld.range(3).to_arrow().num_rows
             3
         """
-        table = self._table()
-        if not table.num_columns and not table.num_rows and self.schema() is not None:
-            return self.schema().empty_table()
-        return table
+        return self._plan.arrow()
 
     def materialize(self) -> Dataset:
         """This dataset with the transforms done and the rows held in memory, block by block.
@@ -764,8 +852,7 @@ class Dataset(BatchIterable):
             >>> ds.take_all()
             [{'x': 1}, {'x': 2}, {'x': 3}]
         """
-        tables = [concat(list(s.read())) for s in fold(self._sources, self._ops)]
-        return Dataset([TableSource(t) for t in tables], counts=[t.num_rows for t in tables])
+        return Dataset._of(self._plan.materialize())
 
     def stats(self) -> str:
         """What the dataset is made of, and figures of its latest pass.
@@ -790,9 +877,37 @@ class Dataset(BatchIterable):
     # -- writing ----------------------------------------------------------------------------
 
     def write_parquet(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_parquet_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        partition_cols: Sequence[str] | None = None,
+        min_rows_per_file: int | None = None,
+        max_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        arrow_parquet_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **arrow_parquet_args: Any,
     ) -> None:
-        """Write one parquet file per block under the directory ``path`` (local or URL).
+        """Write parquet files under the directory ``path`` (local or URL), streaming.
+
+        Args:
+            path: The directory.
+            partition_cols: Write hive directories ``col=value/`` by these columns (left
+                out of the files, as Ray does).
+            min_rows_per_file: Put blocks together until a file has this many rows.
+            max_rows_per_file: Start a new file when one has this many rows.
+            filesystem: A pyarrow or fsspec filesystem the path is on.
+            filename_provider: Names the files (a ``datasource.FilenameProvider``).
+            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options.
+            mode: ``"append"`` (default), ``"overwrite"``, ``"ignore"`` or ``"error"``
+                when the directory exists.
+            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (and
+                ``row_group_size``); Ray's ``try_create_dir``, ``concurrency``,
+                ``ray_remote_args``, ``arrow_open_stream_args`` are accepted.
+
+        Raises:
+            TypeError: A keyword the parquet writer does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -801,14 +916,38 @@ class Dataset(BatchIterable):
             ...     ld.read_parquet(d).count()
             5
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="parquet", options=arrow_parquet_args
+        request = make_request(
+            "parquet",
+            "write_parquet",
+            arrow_parquet_args,
+            options_fn=arrow_parquet_args_fn,
+            partition_cols=partition_cols,
+            min_rows_per_file=min_rows_per_file,
+            max_rows_per_file=max_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def write_csv(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **arrow_csv_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        min_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        arrow_csv_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **arrow_csv_args: Any,
     ) -> None:
-        """Write one CSV file per block under the directory ``path`` (local or URL).
+        """Write CSV files under the directory ``path`` (local or URL), streaming.
+
+        Takes Ray's ``min_rows_per_file``, ``filename_provider``, ``arrow_csv_args_fn`` and
+        ``mode`` (see :meth:`write_parquet`); ``arrow_csv_args`` are
+        ``pyarrow.csv.CSVWriter``'s (``write_options``).
+
+        Raises:
+            TypeError: A keyword the CSV writer does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -817,14 +956,36 @@ class Dataset(BatchIterable):
             ...     ld.read_csv(d).sum("id")
             10
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="csv", options=arrow_csv_args
+        request = make_request(
+            "csv",
+            "write_csv",
+            arrow_csv_args,
+            options_fn=arrow_csv_args_fn,
+            min_rows_per_file=min_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def write_json(
-        self, path: str | os.PathLike[str], *, filesystem: Any = None, **pandas_json_args: Any
+        self,
+        path: str | os.PathLike[str],
+        *,
+        min_rows_per_file: int | None = None,
+        filesystem: Any = None,
+        filename_provider: FilenameProvider | None = None,
+        pandas_json_args_fn: Callable[[], dict[str, Any]] | None = None,
+        mode: str | SaveMode = SaveMode.APPEND,
+        **pandas_json_args: Any,
     ) -> None:
-        """Write one JSON-lines file per block under the directory ``path`` (local or URL).
+        """Write JSON-lines files under the directory ``path`` (local or URL), streaming.
+
+        Takes Ray's ``min_rows_per_file``, ``filename_provider``, ``pandas_json_args_fn``
+        and ``mode`` (see :meth:`write_parquet`); ``pandas_json_args`` are
+        ``pandas.DataFrame.to_json``'s.
+
+        Raises:
+            TypeError: A keyword ``to_json`` does not take.
 
         Example:
             >>> import tempfile, lockstep.data as ld
@@ -833,31 +994,41 @@ class Dataset(BatchIterable):
             ...     ld.read_json(d).take_all()
             [{'id': 0}, {'id': 1}, {'id': 2}]
         """
-        write_blocks(
-            self._folded(), path, filesystem=filesystem, kind="json", options=pandas_json_args
+        request = make_request(
+            "json",
+            "write_json",
+            pandas_json_args,
+            options_fn=pandas_json_args_fn,
+            min_rows_per_file=min_rows_per_file,
+            mode=mode,
+            filename_provider=filename_provider,
         )
+        write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
     def _folded(self) -> list[Source]:
-        return fold(self._sources, self._ops)
-
-    def _check_columns(self, names: Sequence[str], where: str) -> None:
-        """Raise now, when the schema is known without reading, for a column that is absent."""
-        if self._ops or not self._sources:
-            return
-        schema = self._sources[0].schema()
-        if schema is not None:
-            _require(schema.names, names, where)
+        return self._plan.folded()
 
     def __repr__(self) -> str:
-        counts = self._known_counts()
-        rows = sum(counts) if counts is not None else "?"
-        schema = None
-        if not self._ops and self._sources:
-            schema = self._sources[0].schema()
-        columns = (
-            "?" if schema is None else "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+        return self._plan.describe()
+
+
+class _ColumnOf:
+    """A block with column ``name`` set to ``expression`` evaluated on it."""
+
+    def __init__(self, name: str, expression: Any) -> None:
+        self.name, self.expression = name, expression
+
+    def __call__(self, table: Any) -> Any:
+        import pyarrow.dataset as pads
+
+        columns = {c: pads.field(c) for c in table.column_names if c != self.name}
+        values = pads.dataset(table).to_table(columns={self.name: self.expression})
+        out = (
+            table.drop_columns([self.name])
+            if self.name in columns or self.name in table.column_names
+            else table
         )
-        return f"Dataset(num_blocks={len(self._sources)}, num_rows={rows}, schema={columns})"
+        return out.append_column(self.name, values.column(0))
 
 
 def _udf(
@@ -882,30 +1053,3 @@ def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
     if not all(isinstance(c, str) for c in names):
         raise ValueError(f"{where} takes column names, got {cols!r}")
     return names
-
-
-def _require(available: Sequence[str], names: Sequence[str], where: str) -> None:
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ValueError(
-            f"{where}: columns {missing} do not exist; the columns are {list(available)}. "
-            "HINT: check the names with ds.columns()"
-        )
-
-
-def _first_schema(blocks: Iterator[Any]) -> Any:
-    first = None
-    for block in blocks:
-        if block.num_rows:
-            return block.schema
-        first = first or block
-    return first.schema if first is not None and first.num_columns else None
-
-
-def _in_memory(table: Any, num_blocks: int) -> Dataset:
-    """``table`` as an in-memory dataset of ``num_blocks`` near-equal blocks."""
-    if table is EMPTY or not table.num_rows:
-        return Dataset([TableSource(table)], counts=[0])
-    parts = _split.split_ranges(table.num_rows, max(1, min(num_blocks, table.num_rows)), False)
-    sources = [TableSource(table.slice(a, b - a)) for a, b in parts]
-    return Dataset(sources, counts=[b - a for a, b in parts])

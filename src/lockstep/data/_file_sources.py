@@ -49,12 +49,15 @@ class JsonSource(FileSource):
     """A JSON-lines file (``pyarrow.json``), or one JSON array of objects."""
 
     options: dict[str, Any] | None = None
+    lines: bool = False
 
     def read(self) -> Iterator[Any]:
         import pyarrow.json as pjson
 
-        with self.filesystem.open_input_stream(self.path, compression="detect") as f:
-            head = f.read(4096)
+        head = b""
+        if not self.lines:
+            with self.filesystem.open_input_stream(self.path, compression="detect") as f:
+                head = f.read(4096)
         with self.filesystem.open_input_stream(self.path, compression="detect") as f:
             if head.lstrip()[:1] == b"[":
                 # pyarrow reads JSON lines only; an array of objects is parsed whole.

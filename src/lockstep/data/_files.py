@@ -24,11 +24,14 @@ class Files:
         filesystem: The pyarrow filesystem to read them with (picklable).
         paths: Paths on that filesystem, sorted.
         prefix: What to put before a path to show it as a URL (``"s3://"``), or ``""``.
+        roots: The directories the user named (for a glob, the part before it): partition
+            directories (``key=value``) are looked for below them.
     """
 
     filesystem: Any
     paths: tuple[str, ...]
     prefix: str = ""
+    roots: tuple[str, ...] = ()
 
     def display(self, path: str) -> str:
         """``path`` as the user would write it."""
@@ -57,15 +60,27 @@ def find_files(
         raise ValueError(f"{where}: no paths given. HINT: pass a file, a directory or a glob")
     fs, protocol = _fsspec_for(items, filesystem, where)
     found: list[str] = []
+    roots: list[str] = []
     for item in items:
-        found += _expand(fs, _strip(fs, item, protocol), extensions, where)
+        stripped = _strip(fs, item, protocol)
+        found += _expand(fs, stripped, extensions, where)
+        roots.append(_root(stripped))
     if not found:
         raise ValueError(
             f"{where}: no files found in {items}"
             + (f" ending with {list(extensions)}" if extensions else "")
             + ". HINT: check the path, or pass file_extensions=None to read every file"
         )
-    return Files(_arrow_filesystem(fs, protocol), tuple(sorted(dict.fromkeys(found))), protocol)
+    paths = tuple(sorted(dict.fromkeys(found)))
+    return Files(_arrow_filesystem(fs, protocol), paths, protocol, tuple(roots))
+
+
+def _root(path: str) -> str:
+    """The directory partition values are read below: a glob's fixed part, else the path."""
+    cut = min((path.index(c) for c in GLOB_CHARS if c in path), default=None)
+    if cut is None:
+        return path.rstrip("/")
+    return posixpath.dirname(path[:cut]).rstrip("/")
 
 
 def _fsspec_for(items: list[str], filesystem: Any, where: str) -> tuple[Any, str]:
@@ -155,14 +170,19 @@ def _arrow_filesystem(fs: Any, protocol: str) -> Any:
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
 
 
-def output_filesystem(path: str | os.PathLike[str], filesystem: Any, where: str) -> tuple[Any, str]:
-    """The pyarrow filesystem and directory path to write a dataset's files under ``path``."""
+def output_filesystem(
+    path: str | os.PathLike[str], filesystem: Any, where: str, *, create: bool = True
+) -> tuple[Any, str]:
+    """The pyarrow filesystem and directory path to write a dataset's files under ``path``
+    (created unless ``create=False``)."""
     text = os.fspath(path)
     if filesystem is not None:
         fs = _as_fsspec(filesystem, where)
-        fs.makedirs(text, exist_ok=True)
+        if create:
+            fs.makedirs(text, exist_ok=True)
         return _arrow_filesystem(fs, ""), text
     fs, protocol = _fsspec_for([text], None, where)
     directory = _strip(fs, text, protocol)
-    fs.makedirs(directory, exist_ok=True)
+    if create:
+        fs.makedirs(directory, exist_ok=True)
     return _arrow_filesystem(fs, protocol), directory

@@ -1,19 +1,44 @@
 """The ways to consume data, shared by Dataset, DataIterator and DatasetPipeline.
 
-Every call starts a fresh pass: blocks are read, cut into batches, converted, and handed
-over through a background thread (``prefetch_batches`` ahead).
+``iter_batches`` and its kin return an Iterable, as Ray's do: every ``for`` loop over it
+starts a fresh pass, in which blocks are read, cut into batches, converted, and handed over
+through a background thread (``prefetch_batches`` ahead). So an iterable made once before
+the epoch loop reads the data again at each epoch.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from lockstep.data._batching import rebatch, shuffle_batches
 from lockstep.data._convert import check_batch_format, to_format, to_rows
 from lockstep.data._prefetch import prefetch
 from lockstep.data._stats import IterStats, counted
+
+T = TypeVar("T")
+
+
+class Passes(Iterable[T], Generic[T]):
+    """What ``iter_batches``, ``iter_rows`` and the others return: each iteration is a pass.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> batches = ld.range(3).iter_batches(batch_size=3)
+        >>> [[b["id"].tolist() for b in batches] for epoch in range(2)]
+        [[[0, 1, 2]], [[0, 1, 2]]]
+    """
+
+    def __init__(self, start: Callable[[], Iterator[T]], what: str) -> None:
+        self._start = start
+        self._what = what
+
+    def __iter__(self) -> Iterator[T]:
+        return self._start()
+
+    def __repr__(self) -> str:
+        return f"<{self._what}: an Iterable; each for loop over it is a new pass>"
 
 
 class BatchIterable:
@@ -29,8 +54,8 @@ class BatchIterable:
         """The ``pyarrow.Schema`` of the rows, or None when there are none to look at."""
         raise NotImplementedError
 
-    def iter_rows(self, *, prefetch_batches: int = 1) -> Iterator[dict[str, Any]]:
-        """Iterate over the rows, as dicts of column name to value.
+    def iter_rows(self, *, prefetch_batches: int = 1) -> Iterable[dict[str, Any]]:
+        """The rows, as dicts of column name to value; each ``for`` loop is a new pass.
 
         Example:
             >>> import lockstep.data as ld
@@ -40,11 +65,7 @@ class BatchIterable:
         batches = self._batches(
             "iter_rows", batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_batches
         )
-        try:
-            for batch in batches:
-                yield from to_rows(batch)
-        finally:
-            batches.close()  # type: ignore[attr-defined]  # stops the prefetch thread now
+        return Passes(functools.partial(_rows, batches), "iter_rows")
 
     def iter_batches(
         self,
@@ -55,8 +76,8 @@ class BatchIterable:
         drop_last: bool = False,
         local_shuffle_buffer_size: int | None = None,
         local_shuffle_seed: int | None = None,
-    ) -> Iterator[Any]:
-        """Iterate over batches of rows; each call is a new pass over the data.
+    ) -> Iterable[Any]:
+        """Batches of rows; each ``for`` loop over the result is a new pass over the data.
 
         Args:
             prefetch_batches: Batches prepared ahead on a background thread (0: none).
@@ -93,8 +114,8 @@ class BatchIterable:
         drop_last: bool = False,
         local_shuffle_buffer_size: int | None = None,
         local_shuffle_seed: int | None = None,
-    ) -> Iterator[Any]:
-        """Iterate over batches as dicts of ``torch.Tensor``.
+    ) -> Iterable[Any]:
+        """Batches as dicts of ``torch.Tensor``; each ``for`` loop is a new pass.
 
         Args:
             prefetch_batches: Batches prepared ahead on a background thread.
@@ -144,8 +165,8 @@ class BatchIterable:
         drop_last: bool = False,
         local_shuffle_buffer_size: int | None = None,
         local_shuffle_seed: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Iterate over batches as dicts of ``tf.Tensor`` (needs TensorFlow installed).
+    ) -> Iterable[dict[str, Any]]:
+        """Batches as dicts of ``tf.Tensor`` (needs TensorFlow); each ``for`` loop is a new pass.
 
         Args:
             prefetch_batches: Batches prepared ahead on a background thread.
@@ -307,7 +328,9 @@ class BatchIterable:
             )
 
     def _sample_batch(self) -> dict[str, Any]:
-        batches = self._batches("to_tf", batch_size=1, batch_format="numpy", prefetch_batches=0)
+        batches = iter(
+            self._batches("to_tf", batch_size=1, batch_format="numpy", prefetch_batches=0)
+        )
         try:
             return dict(next(batches))
         except StopIteration:
@@ -330,7 +353,7 @@ class BatchIterable:
         local_shuffle_seed: int | None = None,
         convert: Callable[[Any], Any] | None = None,
         writable: bool = False,
-    ) -> Iterator[Any]:
+    ) -> Passes[Any]:
         check_batch_format(batch_format, where)
         _check_positive(batch_size, "batch_size", where, allow_none=True)
         _check_positive(local_shuffle_buffer_size, "local_shuffle_buffer_size", where, True)
@@ -358,9 +381,12 @@ class BatchIterable:
                 yield rows, (convert(batch) if convert is not None else batch)
                 del batch
 
-        stats = IterStats()
-        self._last_stats = stats
-        return counted(prefetch(produce, prefetch_batches, stats.timer), stats)
+        def start() -> Iterator[Any]:
+            stats = IterStats()
+            self._last_stats = stats
+            return counted(prefetch(produce, prefetch_batches, stats.timer), stats)
+
+        return Passes(start, where)
 
 
 def _check_positive(value: int | None, name: str, where: str, allow_none: bool) -> None:
@@ -368,3 +394,12 @@ def _check_positive(value: int | None, name: str, where: str, allow_none: bool) 
         return
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+
+
+def _rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    passing = iter(batches)
+    try:
+        for batch in passing:
+            yield from to_rows(batch)
+    finally:
+        passing.close()  # type: ignore[attr-defined]  # stops the prefetch thread now

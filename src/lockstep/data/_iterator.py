@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
+from lockstep.data._plan import Plan
+from lockstep.data._relational import Schema
 
-if TYPE_CHECKING:
-    from lockstep.data._dataset import Dataset
+D = TypeVar("D")
 
 
-class DataIterator(BatchIterable):
+class DataIterator(BatchIterable, Generic[D]):
     """Iterates a dataset (a worker's shard); every ``iter_*`` call is a new epoch.
 
     Pickles as the dataset's description, so it can be made on the driver and used in a
@@ -26,28 +27,30 @@ class DataIterator(BatchIterable):
         [[0, 1], [2, 3]]
     """
 
-    def __init__(self, dataset: Dataset) -> None:
-        self._dataset = dataset
+    def __init__(self, plan: Plan, wrap: Callable[[Plan], D]) -> None:
+        self._plan = plan
+        self._wrap = wrap  # the public dataset class, for materialize() and iter_epochs()
         self._last_stats = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"dataset": self._dataset}
+        return {"plan": self._plan, "wrap": self._wrap}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["dataset"])  # type: ignore[misc]
+        self.__init__(state["plan"], state["wrap"])  # type: ignore[misc]
 
     def _pass_blocks(self) -> Iterator[Any]:
-        return self._dataset._pass_blocks()
+        return self._plan.blocks()
 
     def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows.
+        """The :class:`~lockstep.data.Schema` of the rows.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(2).iterator().schema().names
             ['id']
         """
-        return self._dataset.schema()
+        schema = self._plan.schema()
+        return Schema(schema) if schema is not None else None
 
     def count(self) -> int:
         """The number of rows in one epoch.
@@ -57,9 +60,9 @@ class DataIterator(BatchIterable):
             >>> ld.range(5).iterator().count()
             5
         """
-        return self._dataset.count()
+        return sum(self._plan.row_counts())
 
-    def materialize(self) -> Dataset:
+    def materialize(self) -> D:
         """The rows of one epoch, read now and held in memory, as a Dataset.
 
         Example:
@@ -67,9 +70,9 @@ class DataIterator(BatchIterable):
             >>> ld.range(3).iterator().materialize().count()
             3
         """
-        return self._dataset.materialize()
+        return self._wrap(self._plan.materialize())
 
-    def iter_epochs(self, max_epoch: int = -1) -> Iterator[Dataset]:
+    def iter_epochs(self, max_epoch: int = -1) -> Iterator[D]:
         """The shard once per epoch, as a Dataset (the older API); forever by default.
 
         Example:
@@ -79,7 +82,7 @@ class DataIterator(BatchIterable):
         """
         epoch = 0
         while max_epoch < 0 or epoch < max_epoch:
-            yield self._dataset
+            yield self._wrap(self._plan)
             epoch += 1
 
     def stats(self) -> str:
@@ -96,4 +99,4 @@ class DataIterator(BatchIterable):
         return stats.summary() if stats else "No pass over the data has run yet."
 
     def __repr__(self) -> str:
-        return f"DataIterator({self._dataset!r})"
+        return f"DataIterator({self._plan.describe()})"

@@ -7,7 +7,7 @@ concatenation and pickling, and converts back to the objects when a batch is mad
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +50,35 @@ def objects_to_array(values: Sequence[Any]) -> Any:
     """An Arrow array holding ``values`` pickled; ``None`` stays null."""
     import cloudpickle
 
-    storage = pa.array(
-        [None if v is None else cloudpickle.dumps(v) for v in values], type=pa.large_binary()
+    pickles = [None if v is None else cloudpickle.dumps(v) for v in values]
+    sizes = np.fromiter((0 if p is None else len(p) for p in pickles), np.int64, len(pickles))
+    offsets = np.zeros(len(pickles) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    # one join and the buffers wrapped, not copied again by an Arrow builder
+    data = pa.py_buffer(b"".join(p for p in pickles if p is not None))
+    valid = None
+    nulls = sum(p is None for p in pickles)
+    if nulls:
+        mask = np.fromiter((p is not None for p in pickles), np.bool_, len(pickles))
+        valid = pa.array(mask).buffers()[1]
+    storage = pa.Array.from_buffers(
+        pa.large_binary(), len(pickles), [valid, pa.py_buffer(offsets), data], null_count=nulls
     )
     return pa.ExtensionArray.from_storage(OBJECT_TYPE, storage)
+
+
+def objects_to_chunked_array(values: Iterable[Any], chunk_size: int = 256) -> Any:
+    """``values`` pickled into a chunked column, ``chunk_size`` at a time: only one chunk's
+    pickles are held twice (as bytes and in Arrow) while the column is built."""
+    chunks, pending = [], []
+    for value in values:
+        pending.append(value)
+        if len(pending) == chunk_size:
+            chunks.append(objects_to_array(pending))
+            pending = []
+    if pending or not chunks:
+        chunks.append(objects_to_array(pending))
+    return pa.chunked_array(chunks, type=OBJECT_TYPE)
 
 
 def array_to_objects(column: Any) -> np.ndarray[Any, Any]:

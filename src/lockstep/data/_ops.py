@@ -65,11 +65,19 @@ class Udf:
         return getattr(self.fn, "__name__", type(self.fn).__name__)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "_instance"}
+        import cloudpickle
+
+        state = {k: getattr(self, k) for k in self.__slots__ if k not in ("_instance", "fn")}
+        # by value where plain pickle cannot (a function defined inside another, a lambda,
+        # a class in __main__): datasets travel to workers inside a plain pickle
+        state["fn"] = cloudpickle.dumps(self.fn)
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        import pickle
+
         for key, value in state.items():
-            setattr(self, key, value)
+            setattr(self, key, pickle.loads(value) if key == "fn" else value)
         self._instance = None
 
 

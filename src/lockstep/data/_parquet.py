@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lockstep.data._files import Files
+from lockstep.data._partitioning import Partitioning, partition_values
 from lockstep.data._sources import SlicedSource, Source, window
 
 # Read-ahead buffer per column chunk: pages are read as needed instead of the whole chunk.
@@ -30,6 +31,8 @@ class ParquetSource(Source):
         skip: Rows to skip at the start of the first row group.
         take: Rows to keep after that, or None for all.
         file_schema: The schema of what is read (the projected file schema).
+        partition_row: One row of the file's partition columns (hive), or None.
+        include_path: Add the file's path in column ``path``.
     """
 
     filesystem: Any
@@ -42,20 +45,58 @@ class ParquetSource(Source):
     skip: int = 0
     take: int | None = None
     file_schema: Any = None
+    partition_row: Any = None
+    include_path: bool = False
 
     def read(self) -> Iterator[Any]:
         if not self.row_groups:
             return
-        if self.filter is not None:
-            yield from window(self._scan_filtered(), self.skip, self.take)
+        if not self._decorated():
+            blocks = self._scan_filtered() if self.filter is not None else self._scan(None)
+            yield from window(blocks, self.skip, self.take)
             return
+        # partition columns (or the path) are not in the file: add them to what is read,
+        # then filter and select, since the filter and columns may name them
+        late_filter = self.filter is not None
+        blocks = (self._decorate(b) for b in self._scan(None if late_filter else self._extra()))
+        if late_filter:
+            blocks = (b.filter(self.filter) for b in blocks)
+        if self.columns is not None:
+            blocks = (b.select(list(self.columns)) for b in blocks)
+        yield from window(blocks, self.skip, self.take)
+
+    def _decorated(self) -> bool:
+        return self.partition_row is not None or self.include_path
+
+    def _extra(self) -> list[str]:
+        """The columns that are not in the file."""
+        names = list(self.partition_row.column_names) if self.partition_row is not None else []
+        return names + (["path"] if self.include_path else [])
+
+    def _scan(self, not_in_file: list[str] | None) -> Iterator[Any]:
+        """The row groups; every file column, or ``columns`` minus ``not_in_file``."""
         import pyarrow.parquet as pq
 
         with self.filesystem.open_input_file(self.path) as f:
             file = pq.ParquetFile(f, pre_buffer=False, buffer_size=_BUFFER_BYTES)
-            columns = list(self.columns) if self.columns is not None else file.schema_arrow.names
-            groups = (_read_row_group(file, g, columns) for g in self.row_groups)
-            yield from window(groups, self.skip, self.take)
+            columns = file.schema_arrow.names
+            if self.columns is not None and not_in_file is not None:
+                columns = [c for c in self.columns if c not in not_in_file]
+            elif self.columns is not None and not self._decorated():
+                columns = list(self.columns)
+            for g in self.row_groups:
+                yield _read_row_group(file, g, columns)
+
+    def _decorate(self, block: Any) -> Any:
+        import pyarrow as pa
+
+        if self.partition_row is not None:
+            for name in self.partition_row.column_names:
+                value = self.partition_row.column(name)[0]
+                block = block.append_column(name, pa.repeat(value, block.num_rows))
+        if self.include_path:
+            block = block.append_column("path", pa.repeat(pa.scalar(self.display), block.num_rows))
+        return block
 
     def _scan_filtered(self) -> Iterator[Any]:
         import pyarrow as pa
@@ -138,12 +179,31 @@ def _schema_of(parts: list[Any]) -> Any:
     return pa.schema([p.schema.field(0) for p in parts])
 
 
-def parquet_sources(files: Files, columns: Sequence[str] | None, filter: Any) -> list[Source]:
-    """One source per file, with row counts and schema read from the footers (in parallel)."""
-    with ThreadPoolExecutor(min(_FOOTER_THREADS, len(files.paths))) as pool:
-        footers = list(pool.map(lambda p: _footer(files.filesystem, p), files.paths))
+def parquet_sources(
+    files: Files,
+    columns: Sequence[str] | None,
+    filter: Any,
+    *,
+    partitioning: Partitioning | None = None,
+    partition_filter: Any = None,
+    include_paths: bool = False,
+) -> list[Source]:
+    """One source per file, with row counts and schema read from the footers (in parallel).
+
+    With ``partitioning``, each file's ``key=value`` directories become columns, and files
+    that the filter or ``partition_filter`` rule out by those values are left out unread.
+    """
+    rows_of = _partition_rows(files, partitioning)
+    paths = _pruned(files, rows_of, filter, partition_filter)
+    if not paths:
+        paths = files.paths[:1]  # keep the schema: one file, whose rows the filter drops
+        filter = filter if filter is not None else _nothing()
+    with ThreadPoolExecutor(min(_FOOTER_THREADS, len(paths))) as pool:
+        footers = list(pool.map(lambda p: _footer(files.filesystem, p), paths))
     sources: list[Source] = []
-    for path, (rows, schema) in zip(files.paths, footers, strict=True):
+    for path, (rows, schema) in zip(paths, footers, strict=True):
+        row = rows_of.get(path)
+        schema = _full_schema(schema, row, include_paths)
         if columns is not None:
             _check_columns(schema, columns, files.display(path))
             schema = schema.empty_table().select(list(columns)).schema
@@ -157,9 +217,97 @@ def parquet_sources(files: Files, columns: Sequence[str] | None, filter: Any) ->
                 columns=tuple(columns) if columns is not None else None,
                 filter=filter,
                 file_schema=schema,
+                partition_row=row,
+                include_path=include_paths,
             )
         )
     return sources
+
+
+def _partition_rows(files: Files, partitioning: Partitioning | None) -> dict[str, Any]:
+    """Per file with partition directories: one row of its typed partition values."""
+    import pyarrow as pa
+
+    if partitioning is None:
+        return {}
+    roots = (partitioning.base_dir.rstrip("/"),) if partitioning.base_dir else files.roots
+    rows = {}
+    for path in files.paths:
+        values = partition_values(path, roots)
+        if values:
+            rows[path] = pa.table(
+                {
+                    k: pa.array([v], pa.string()).cast(partitioning.arrow_type(k))
+                    for k, v in values.items()
+                }
+            )
+    return rows
+
+
+def _pruned(
+    files: Files, rows_of: dict[str, Any], filter: Any, partition_filter: Any
+) -> tuple[str, ...]:
+    """The paths whose partition values can satisfy ``filter`` and ``partition_filter``.
+
+    pyarrow decides from each file's partition values alone (its "guarantee"), opening only
+    the first file for the schema; a filter on data columns keeps every file.
+    """
+    kept = files.paths
+    if partition_filter is not None:
+        kept = tuple(
+            p for p in kept if partition_filter(_strings(rows_of[p]) if p in rows_of else {})
+        )
+    if filter is None or not rows_of or not kept:
+        return kept
+    import pyarrow.dataset as pads
+
+    _, schema = _footer(files.filesystem, kept[0])
+    for f in next(iter(rows_of.values())).schema:
+        if f.name not in schema.names:
+            schema = schema.append(f)
+    dataset = pads.FileSystemDataset.from_paths(
+        list(kept),
+        schema=schema,
+        format=pads.ParquetFileFormat(),
+        filesystem=files.filesystem,
+        partitions=[_guarantee(rows_of.get(p)) for p in kept],
+    )
+    survivors = {f.path for f in dataset.get_fragments(filter=filter)}
+    return tuple(p for p in kept if p in survivors)
+
+
+def _guarantee(row: Any) -> Any:
+    """What is known of every row of a file: its partition columns' values."""
+    import pyarrow.compute as pc
+
+    known = pc.scalar(True)
+    if row is None:
+        return known
+    for name in row.column_names:
+        value = row.column(name)[0]
+        known = known & (pc.field(name) == value if value.is_valid else pc.field(name).is_null())
+    return known
+
+
+def _strings(row: Any) -> dict[str, Any]:
+    return {k: (None if v is None else str(v)) for k, v in row.to_pylist()[0].items()}
+
+
+def _nothing() -> Any:
+    import pyarrow.compute as pc
+
+    return pc.scalar(False)
+
+
+def _full_schema(schema: Any, row: Any, include_paths: bool) -> Any:
+    import pyarrow as pa
+
+    if row is not None:
+        for f in row.schema:
+            schema = schema.append(f)
+    if include_paths:
+        schema = schema.append(pa.field("path", pa.string()))
+    return schema
 
 
 def _footer(filesystem: Any, path: str) -> tuple[list[int], Any]:

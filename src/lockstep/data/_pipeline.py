@@ -8,16 +8,18 @@ reshuffles its own shard at every epoch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
+from lockstep.data._plan import Plan
+from lockstep.data._relational import Schema
+from lockstep.data._split import check_num_splits
 
-if TYPE_CHECKING:
-    from lockstep.data._dataset import Dataset
+D = TypeVar("D")
 
 
-class DatasetPipeline(BatchIterable):
+class DatasetPipeline(BatchIterable, Generic[D]):
     """``times`` epochs of a dataset (forever when None), optionally reshuffled each epoch.
 
     Iterating it (``iter_batches``, ``to_torch``, ...) goes through every epoch in turn;
@@ -32,7 +34,8 @@ class DatasetPipeline(BatchIterable):
 
     def __init__(
         self,
-        dataset: Dataset,
+        plan: Plan,
+        wrap: Callable[[Plan], D],
         *,
         times: int | None = None,
         shuffle: bool = False,
@@ -40,7 +43,8 @@ class DatasetPipeline(BatchIterable):
     ) -> None:
         if times is not None and (not isinstance(times, int) or times < 0):
             raise ValueError(f"repeat(times) takes a non-negative int or None, got {times!r}")
-        self._dataset = dataset
+        self._plan = plan
+        self._wrap = wrap  # the public dataset class, for iter_epochs()
         self._times = times
         self._shuffle = shuffle
         self._seed = seed
@@ -48,18 +52,18 @@ class DatasetPipeline(BatchIterable):
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "dataset": self._dataset,
+            "plan": self._plan,
+            "wrap": self._wrap,
             "times": self._times,
             "shuffle": self._shuffle,
             "seed": self._seed,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(  # type: ignore[misc]
-            state["dataset"], times=state["times"], shuffle=state["shuffle"], seed=state["seed"]
-        )
+        times, shuffle, seed = state["times"], state["shuffle"], state["seed"]
+        self.__init__(state["plan"], state["wrap"], times=times, shuffle=shuffle, seed=seed)  # type: ignore[misc]
 
-    def random_shuffle_each_window(self, *, seed: int | None = None) -> DatasetPipeline:
+    def random_shuffle_each_window(self, *, seed: int | None = None) -> DatasetPipeline[D]:
         """Shuffle the rows anew at each epoch (with ``seed + epoch`` when a seed is given).
 
         After a split, each worker shuffles its own shard, in memory.
@@ -70,9 +74,9 @@ class DatasetPipeline(BatchIterable):
             >>> [sorted(r["id"] for r in epoch.take_all()) for epoch in pipe.iter_epochs()]
             [[0, 1, 2, 3], [0, 1, 2, 3]]
         """
-        return DatasetPipeline(self._dataset, times=self._times, shuffle=True, seed=seed)
+        return DatasetPipeline(self._plan, self._wrap, times=self._times, shuffle=True, seed=seed)
 
-    def iter_epochs(self, max_epoch: int = -1) -> Iterator[Dataset]:
+    def iter_epochs(self, max_epoch: int = -1) -> Iterator[D]:
         """One Dataset per epoch, until ``times`` (or ``max_epoch`` when >= 0) epochs.
 
         Example:
@@ -82,21 +86,27 @@ class DatasetPipeline(BatchIterable):
         """
         epoch = 0
         while (self._times is None or epoch < self._times) and (max_epoch < 0 or epoch < max_epoch):
+            yield self._wrap(self._epoch(epoch))
+            epoch += 1
+
+    def _epochs(self) -> Iterator[Plan]:
+        epoch = 0
+        while self._times is None or epoch < self._times:
             yield self._epoch(epoch)
             epoch += 1
 
-    def _epoch(self, epoch: int) -> Dataset:
+    def _epoch(self, epoch: int) -> Plan:
         if not self._shuffle:
-            return self._dataset
-        return self._dataset.random_shuffle(seed=None if self._seed is None else self._seed + epoch)
+            return self._plan
+        return self._plan.shuffled(None if self._seed is None else self._seed + epoch)
 
     def _pass_blocks(self) -> Iterator[Any]:
-        for dataset in self.iter_epochs():
-            yield from dataset._pass_blocks()
+        for plan in self._epochs():
+            yield from plan.blocks()
 
     def split(
         self, n: int, *, equal: bool = False, locality_hints: Any = None
-    ) -> list[DatasetPipeline]:
+    ) -> list[DatasetPipeline[D]]:
         """``n`` pipelines over disjoint parts of the dataset (see ``Dataset.split``).
 
         Example:
@@ -105,22 +115,26 @@ class DatasetPipeline(BatchIterable):
             >>> [[e.count() for e in p.iter_epochs()] for p in parts]
             [[2, 2], [2, 2]]
         """
+        check_num_splits(n, "split")
         return [
-            DatasetPipeline(part, times=self._times, shuffle=self._shuffle, seed=self._seed)
-            for part in self._dataset.split(n, equal=equal)
+            DatasetPipeline(
+                part, self._wrap, times=self._times, shuffle=self._shuffle, seed=self._seed
+            )
+            for part in self._plan.split(n, equal)
         ]
 
     def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows.
+        """The :class:`~lockstep.data.Schema` of the rows.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.range(2).repeat().schema().names
             ['id']
         """
-        return self._dataset.schema()
+        schema = self._plan.schema()
+        return Schema(schema) if schema is not None else None
 
     def __repr__(self) -> str:
         times = "forever" if self._times is None else f"{self._times} epochs"
         shuffled = ", reshuffled each epoch" if self._shuffle else ""
-        return f"DatasetPipeline({self._dataset!r}, {times}{shuffled})"
+        return f"DatasetPipeline({self._plan.describe()}, {times}{shuffled})"

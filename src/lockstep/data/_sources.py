@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lockstep.data._convert import column_from_values
+
 # Rows per block produced by sources that choose their own block size (range, numpy).
 BLOCK_ROWS = 65536
 
@@ -123,34 +125,78 @@ class TableSource(Source):
         return _table_source_from_ipc, (sink.getvalue().to_pybytes(),)
 
 
+@dataclass(frozen=True)
+class ReshuffledSource(Source):
+    """Rows in memory, handed out in a new random order at every read.
+
+    An unseeded ``random_shuffle`` gives a new order at every epoch in Ray (its plan runs
+    again); the rows of each block (and of each worker's part of it) are permuted anew at
+    each pass here.
+    """
+
+    inner: TableSource
+
+    def read(self) -> Iterator[Any]:
+        table = self.inner.table
+        yield table.take(np.random.default_rng().permutation(table.num_rows))
+
+    def num_rows(self) -> int:
+        return self.inner.num_rows()
+
+    def schema(self) -> Any:
+        return self.inner.schema()
+
+    def slice(self, offset: int, length: int) -> Source:
+        return ReshuffledSource(TableSource(self.inner.table.slice(offset, max(0, length))))
+
+    def select(self, columns: Sequence[str]) -> Source:
+        return ReshuffledSource(TableSource(self.inner.table.select(list(columns))))
+
+    def describe(self) -> str:
+        return f"in-memory table ({self.inner.table.num_rows} rows), reshuffled at each pass"
+
+
 def _table_source_from_ipc(data: bytes) -> TableSource:
     return TableSource(pa.ipc.open_stream(pa.py_buffer(data)).read_all())
 
 
 @dataclass(frozen=True)
 class RangeSource(Source):
-    """The integers ``[start, stop)`` in column ``id``, generated when read."""
+    """The integers ``[start, stop)`` in column ``id``, generated when read; with a
+    ``shape``, arrays of that shape filled with each integer in column ``data``."""
 
     start: int
     stop: int
+    shape: tuple[int, ...] | None = None
 
     def read(self) -> Iterator[Any]:
         for low in range(self.start, self.stop, BLOCK_ROWS):
             high = min(low + BLOCK_ROWS, self.stop)
-            yield pa.table({"id": pa.array(np.arange(low, high, dtype=np.int64))})
+            ids = np.arange(low, high, dtype=np.int64)
+            yield (
+                pa.table({"id": pa.array(ids)}) if self.shape is None else _tensors(ids, self.shape)
+            )
 
     def num_rows(self) -> int:
         return max(0, self.stop - self.start)
 
     def schema(self) -> Any:
-        return pa.schema([("id", pa.int64())])
+        if self.shape is None:
+            return pa.schema([("id", pa.int64())])
+        return _tensors(np.arange(0, 1, dtype=np.int64), self.shape).schema
 
     def slice(self, offset: int, length: int) -> Source:
         start = min(self.stop, self.start + offset)
-        return RangeSource(start, min(self.stop, start + max(0, length)))
+        return RangeSource(start, min(self.stop, start + max(0, length)), self.shape)
 
     def describe(self) -> str:
-        return f"range({self.start}, {self.stop})"
+        shape = "" if self.shape is None else f", shape={self.shape}"
+        return f"range({self.start}, {self.stop}{shape})"
+
+
+def _tensors(ids: Any, shape: tuple[int, ...]) -> Any:
+    values = np.broadcast_to(ids.reshape((-1,) + (1,) * len(shape)), (len(ids), *shape))
+    return pa.table({"data": column_from_values(np.ascontiguousarray(values))})
 
 
 @dataclass(frozen=True)

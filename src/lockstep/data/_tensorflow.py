@@ -5,7 +5,7 @@ TensorFlow is imported inside the functions: ``import lockstep.data`` must not i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -87,7 +87,7 @@ def check_columns(schema_names: list[str], columns: str | list[str], what: str) 
 
 
 def tf_dataset(
-    batches: Callable[[], Iterator[Mapping[str, Any]]],
+    batches: Callable[[], Iterable[Mapping[str, Any]]],
     sample: Mapping[str, Any],
     feature_columns: str | list[str],
     label_columns: str | list[str],

@@ -6,7 +6,7 @@ torch is imported inside the functions: ``import lockstep.data`` must not import
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -123,7 +123,7 @@ def _iterable_dataset_class() -> type:
     class TorchIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """A torch IterableDataset whose every ``iter()`` is a fresh pass over the data."""
 
-        def __init__(self, batches: Callable[[], Iterator[Any]], shape: tuple[Any, ...]):
+        def __init__(self, batches: Callable[[], Iterable[Any]], shape: tuple[Any, ...]):
             self._batches = batches
             self._shape = shape
 
@@ -138,6 +138,6 @@ def _iterable_dataset_class() -> type:
     return TorchIterableDataset
 
 
-def torch_iterable(batches: Callable[[], Iterator[Any]], shape: tuple[Any, ...]) -> Any:
+def torch_iterable(batches: Callable[[], Iterable[Any]], shape: tuple[Any, ...]) -> Any:
     """A ``torch.utils.data.IterableDataset`` of ``(features, label)`` over ``batches()``."""
     return _iterable_dataset_class()(batches, shape)

@@ -327,7 +327,8 @@ def test_repr_uses_only_what_is_known_without_reading():
         (lambda ds: ds.map_batches(lambda b: b, batch_format="arrow"), "unknown batch_format"),
         (lambda ds: ds.map_batches(lambda b: b, batch_size=0), "batch_size"),
         (lambda ds: ds.filter(), "either fn or expr"),
-        (lambda ds: ds.filter(expr="id > 3"), "pyarrow.compute.Expression"),
+        (lambda ds: ds.filter(expr=3), "pyarrow.compute.Expression"),
+        (lambda ds: ds.filter(expr="id >"), "cannot read the expression"),
         (lambda ds: ds.select_columns(["nope"]), r"\['nope'\] do not exist"),
         (lambda ds: ds.drop_columns("nope"), "do not exist"),
         (lambda ds: ds.rename_columns(["a", "b"]), "2 names for 1 columns"),
@@ -356,3 +357,32 @@ def test_a_map_that_returns_no_dict_is_a_clear_error():
 def test_map_batches_that_returns_no_batch_is_a_clear_error():
     with pytest.raises(ValueError, match="not a batch"):
         ld.range(2).map_batches(lambda b: 3).take_all()
+
+
+def test_an_unseeded_random_shuffle_gives_a_new_order_at_every_pass_as_in_ray():
+    ds = ld.range(200).random_shuffle()
+    first, second = ([r["id"] for r in ds.iter_rows()] for _ in range(2))
+    assert first != second and sorted(first) == sorted(second) == list(range(200))
+    parts = ds.split(2, equal=True)
+    rows = [[r["id"] for r in p.iter_rows()] for p in parts]
+    assert sorted(rows[0] + rows[1]) == list(range(200))  # the parts stay disjoint
+    assert [r["id"] for r in parts[0].iter_rows()] != rows[0]  # and reshuffle per pass
+    fixed = ds.materialize()
+    assert fixed.take_all() == fixed.take_all()
+
+
+def test_a_seeded_random_shuffle_gives_the_same_order_at_every_pass():
+    ds = ld.range(50).random_shuffle(seed=4)
+    assert ds.take_all() == ds.take_all()
+
+
+def test_a_dataset_with_a_local_function_goes_through_plain_pickle():
+    import pickle
+
+    offset = 10
+
+    def shift(row):
+        return {"id": row["id"] + offset}
+
+    ds = pickle.loads(pickle.dumps(ld.range(3).map(shift).map_batches(lambda b: b)))
+    assert [r["id"] for r in ds.take_all()] == [10, 11, 12]

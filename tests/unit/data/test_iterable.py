@@ -95,7 +95,7 @@ def test_each_iteration_is_a_new_pass():
 
 
 def test_the_prefetch_thread_stops_when_the_loop_breaks():
-    batches = ld.range(10_000).iter_batches(batch_size=10, prefetch_batches=4)
+    batches = iter(ld.range(10_000).iter_batches(batch_size=10, prefetch_batches=4))
     for _ in batches:
         break
     assert prefetch_threads()
@@ -104,7 +104,7 @@ def test_the_prefetch_thread_stops_when_the_loop_breaks():
 
 
 def test_the_prefetch_thread_stops_when_the_iterator_is_dropped():
-    batches = ld.range(10_000).iter_batches(batch_size=10)
+    batches = iter(ld.range(10_000).iter_batches(batch_size=10))
     next(batches)
     assert prefetch_threads()
     del batches
@@ -124,7 +124,7 @@ def test_an_error_while_reading_reaches_the_loop_and_stops_the_thread():
 
 
 def test_nothing_starts_before_the_first_batch_is_asked_for():
-    batches = ld.range(10).iter_batches()
+    batches = iter(ld.range(10).iter_batches())
     assert not prefetch_threads()
     del batches
 
@@ -140,7 +140,7 @@ def test_prefetching_reads_ahead_while_the_consumer_works():
         return batch
 
     ds = ld.range(50, override_num_blocks=50).map_batches(count)
-    batches = ds.iter_batches(batch_size=1, prefetch_batches=5)
+    batches = iter(ds.iter_batches(batch_size=1, prefetch_batches=5))
     next(batches)
     assert read_ahead.wait()
     batches.close()
@@ -253,3 +253,24 @@ def test_tensorflow_methods_say_how_to_install_it_when_it_is_missing(monkeypatch
         ld.range(2).to_tf("id", "id")
     with pytest.raises(ImportError, match="pip install tensorflow"):
         ld.range(2).iter_tf_batches()
+
+
+@pytest.mark.parametrize("make", [lambda ds: ds, lambda ds: ds.iterator()])
+def test_an_iterable_made_once_reads_the_data_again_at_every_epoch(make):
+    source = make(ld.range(6))
+    batches = source.iter_batches(batch_size=4)
+    rows = source.iter_rows()
+    tensors = source.iter_torch_batches(batch_size=6, dtypes=torch.float32)
+    for _ in range(3):
+        assert [b["id"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5]]
+        assert [r["id"] for r in rows] == list(range(6))
+        assert [b["id"].tolist() for b in tensors] == [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+
+
+def test_a_local_shuffle_without_a_seed_differs_between_epochs_and_with_one_repeats():
+    ds = ld.range(200)
+    unseeded = ds.iter_batches(batch_size=200, local_shuffle_buffer_size=200)
+    first, second = ([b["id"].tolist() for b in unseeded] for _ in range(2))
+    assert first != second and sorted(first[0]) == sorted(second[0]) == list(range(200))
+    seeded = ds.iter_batches(batch_size=200, local_shuffle_buffer_size=200, local_shuffle_seed=3)
+    assert [b["id"].tolist() for b in seeded] == [b["id"].tolist() for b in seeded]

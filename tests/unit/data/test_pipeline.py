@@ -15,7 +15,7 @@ def test_repeat_iterates_every_epoch():
 def test_repeat_forever_stops_where_the_caller_stops():
     epochs = ld.range(2).repeat().iter_epochs()
     assert [next(epochs).count() for _ in range(5)] == [2] * 5
-    rows = ld.range(2).repeat().iter_rows()
+    rows = iter(ld.range(2).repeat().iter_rows())
     assert [next(rows)["id"] for _ in range(5)] == [0, 1, 0, 1, 0]
     rows.close()
 

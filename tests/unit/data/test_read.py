@@ -102,7 +102,7 @@ def test_read_numpy_counts_from_the_header(tmp_path):
     np.save(tmp_path / "a.npy", np.arange(10).reshape(5, 2))
     np.save(tmp_path / "b.npy", np.arange(4).reshape(2, 2))
     ds = ld.read_numpy(str(tmp_path))
-    assert ds._known_counts() == [5, 2]  # known before reading
+    assert ds._plan.known_counts() == [5, 2]  # known before reading
     np.testing.assert_array_equal(ds.take_batch(7)["data"][5], [0, 1])
     np.save(tmp_path / "c.npy", np.float64(1.0))
     with pytest.raises(ValueError, match="0-d array"):
@@ -128,3 +128,42 @@ def test_a_pyarrow_filesystem_can_be_given(tmp_path):
     (tmp_path / "a.csv").write_text("x\n1\n")
     ds = ld.read_csv(str(tmp_path / "a.csv"), filesystem=pafs.LocalFileSystem())
     assert ds.take_all() == [{"x": 1}]
+
+
+def _table_bytes(ds):
+    return sum(s.table.nbytes for s in ds.materialize()._plan.sources)
+
+
+def test_from_torch_stores_each_sample_at_its_own_size_not_its_whole_parent_tensor():
+    images = torch.randn(2000, 1, 28, 28)
+    ds = ld.from_torch(torch.utils.data.TensorDataset(images, torch.arange(2000)))
+    assert _table_bytes(ds) <= 2 * images.numel() * 4
+    image, label = ds.take(1)[0]["item"]
+    assert torch.equal(image, images[0]) and int(label) == 0  # the samples come back as were
+    assert image.untyped_storage().nbytes() == 28 * 28 * 4
+
+
+def test_in_memory_constructors_and_map_store_arrays_at_their_natural_size():
+    images = np.random.default_rng(0).random((500, 28, 28), dtype=np.float32)
+    raw = images.nbytes
+    assert _table_bytes(ld.from_numpy(images)) <= 2 * raw
+    assert _table_bytes(ld.from_items([{"image": a, "y": 1} for a in images])) <= 2 * raw
+    mapped = ld.range(500).map(lambda row: {"image": images[row["id"]]})
+    assert _table_bytes(mapped) <= 2 * raw
+
+
+def test_from_huggingface_takes_the_arrow_table_the_dataset_holds():
+    import datasets
+
+    hf = datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"], "label": [0, 1, 0, 1]})
+    ds = ld.from_huggingface(hf, override_num_blocks=2)
+    assert ds.num_blocks() == 2 and ds.take_all()[1] == {"text": "b", "label": 1}
+    held = hf.data.table.column("text").chunks[0].buffers()[2].address
+    mine = ld.from_huggingface(hf)._plan.sources[0].table.column("text").chunks[0]
+    assert mine.buffers()[2].address == held  # the same memory, not a copy per row
+    selected = hf.shuffle(seed=0).select([0, 1])  # an index mapping over the table
+    assert ld.from_huggingface(selected).take_all() == selected.to_list()
+    streamed = ld.from_huggingface(hf.to_iterable_dataset())
+    assert streamed.take_all() == hf.to_list()
+    with pytest.raises(ValueError, match="takes one split"):
+        ld.from_huggingface(datasets.DatasetDict({"train": hf}))

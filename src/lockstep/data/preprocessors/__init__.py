@@ -18,8 +18,12 @@ from lockstep.data.preprocessors._base import (
     Preprocessor,
     PreprocessorNotFittedException,
 )
-from lockstep.data.preprocessors._chain import Chain
+from lockstep.data.preprocessors._chain import Chain, Pipeline
 from lockstep.data.preprocessors._concatenator import Concatenator
+from lockstep.data.preprocessors._discretizers import (
+    CustomKBinsDiscretizer,
+    UniformKBinsDiscretizer,
+)
 from lockstep.data.preprocessors._encoders import (
     Categorizer,
     LabelEncoder,
@@ -37,14 +41,25 @@ from lockstep.data.preprocessors._scalers import (
     Scaler,
     StandardScaler,
 )
+from lockstep.data.preprocessors._text import (
+    CountVectorizer,
+    FeatureHasher,
+    HashingVectorizer,
+    Tokenizer,
+)
+from lockstep.data.preprocessors._transformer import PowerTransformer
 
 __all__ = [
     "BatchMapper",
     "Categorizer",
     "Chain",
     "Concatenator",
+    "CountVectorizer",
+    "CustomKBinsDiscretizer",
+    "FeatureHasher",
     "FitStatus",
     "FunctionTransformer",
+    "HashingVectorizer",
     "LabelEncoder",
     "MaxAbsScaler",
     "MinMaxScaler",
@@ -52,6 +67,8 @@ __all__ = [
     "Normalizer",
     "OneHotEncoder",
     "OrdinalEncoder",
+    "Pipeline",
+    "PowerTransformer",
     "Preprocessor",
     "PreprocessorNotFittedException",
     "Repartitioner",
@@ -59,4 +76,6 @@ __all__ = [
     "Scaler",
     "SimpleImputer",
     "StandardScaler",
+    "Tokenizer",
+    "UniformKBinsDiscretizer",
 ]

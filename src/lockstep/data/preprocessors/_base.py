@@ -1,17 +1,27 @@
-"""The Preprocessor base class: fit statistics on a dataset, transform datasets and batches.
+"""The Preprocessor base class, with Ray's contract for subclasses.
 
-A preprocessor transforms Arrow tables (``_transform_arrow``); ``transform(ds)`` adds that
-as a lazy, row-preserving op, so a file-based dataset stays a description that each worker
-reads and transforms itself. ``transform_batch`` applies the same function to one pandas,
-numpy or pyarrow batch, which is how serving applies exactly the training transform.
+A subclass implements ``_fit(self, dataset)`` (keeping what it learns in attributes whose
+names end in ``_``, returning self) unless it sets ``_is_fittable = False``, and any of
+``_transform_pandas``, ``_transform_numpy`` and ``_transform_arrow``: ``transform(ds)``
+adds the one to use as a lazy op, so a file-based dataset stays a description that each
+worker reads and transforms itself, and ``transform_batch`` applies it to one batch, which
+is how serving applies exactly the training transform. Preprocessors written for Ray's
+``ray.data.preprocessor.Preprocessor`` work unchanged.
+
+The built-in preprocessors transform Arrow tables and keep every row; their ``_fit`` stores
+what ``_compute_stats`` returns in ``stats_``.
 """
 
 from __future__ import annotations
 
-import abc
+import base64
 import enum
-from collections.abc import Sequence
+import pickle
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from lockstep.data._convert import from_batch, from_columns, to_numpy, to_pandas
 from lockstep.data._ops import MapBatches, Udf
@@ -22,6 +32,7 @@ if TYPE_CHECKING:
     from lockstep.data._dataset import Dataset
 
 _PICKLE_PREFIX = b"CPKL:"
+_HOOKS = {"pyarrow": "_transform_arrow", "numpy": "_transform_numpy", "pandas": "_transform_pandas"}
 
 
 class PreprocessorNotFittedException(RuntimeError):
@@ -38,40 +49,53 @@ class PreprocessorNotFittedException(RuntimeError):
     """
 
 
-class FitStatus(str, enum.Enum):
-    """Where a preprocessor stands with fitting.
+class Preprocessor:
+    """Base class: ``fit`` learns from a dataset, ``transform`` applies what it learned.
 
-    Example:
-        >>> from lockstep.data.preprocessors import Normalizer
-        >>> Normalizer(["x"]).fit_status() is FitStatus.NOT_FITTABLE
-        True
-    """
-
-    NOT_FITTABLE = "NOT_FITTABLE"
-    NOT_FITTED = "NOT_FITTED"
-    PARTIALLY_FITTED = "PARTIALLY_FITTED"
-    FITTED = "FITTED"
-
-
-class Preprocessor(abc.ABC):
-    """Base class: ``fit`` computes ``stats_`` from a dataset, ``transform`` applies them.
-
-    Subclasses compute statistics in ``_fit`` (streaming) and transform an Arrow table in
-    ``_transform_arrow``. A fitted preprocessor pickles with its statistics.
+    Subclasses implement ``_fit(self, dataset)`` (unless ``_is_fittable = False``) and at
+    least one of ``_transform_pandas``, ``_transform_numpy``, ``_transform_arrow``; with
+    more than one, ``preferred_batch_format()`` chooses. A fitted preprocessor pickles with
+    what it learned.
 
     Example:
         >>> import lockstep.data as ld
-        >>> from lockstep.data.preprocessors import MinMaxScaler
-        >>> ds = ld.from_items([{"x": 0.0}, {"x": 5.0}, {"x": 10.0}])
-        >>> MinMaxScaler(["x"]).fit_transform(ds).to_pandas()["x"].tolist()
-        [0.0, 0.5, 1.0]
+        >>> class Center(Preprocessor):
+        ...     def _fit(self, dataset):
+        ...         self.mean_ = dataset.mean("x")
+        ...         return self
+        ...     def _transform_pandas(self, df):
+        ...         return df.assign(x=df["x"] - self.mean_)
+        >>> ds = ld.from_items([{"x": 1.0}, {"x": 3.0}])
+        >>> Center().fit_transform(ds).to_pandas()["x"].tolist()
+        [-1.0, 1.0]
     """
 
+    class FitStatus(str, enum.Enum):
+        """Where a preprocessor stands with fitting (``lockstep.data.preprocessors.FitStatus``).
+
+        Example:
+            >>> from lockstep.data.preprocessors import Normalizer
+            >>> Normalizer(["x"]).fit_status() is Preprocessor.FitStatus.NOT_FITTABLE
+            True
+        """
+
+        NOT_FITTABLE = "NOT_FITTABLE"
+        NOT_FITTED = "NOT_FITTED"
+        PARTIALLY_FITTED = "PARTIALLY_FITTED"
+        FITTED = "FITTED"
+
     _is_fittable: ClassVar[bool] = True
+    _fitted: bool = False
+    # Built-ins: rows are kept (so counts stay known) and transform_batch returns the kind
+    # of batch it was given.
+    _keeps_rows: ClassVar[bool] = False
     stats_: dict[str, Any]
 
+    def __init__(self) -> None:
+        self.stats_ = {}
+
     def fit(self, ds: Dataset) -> Self:
-        """Compute the statistics on ``ds`` (streaming) and return self; refitting replaces them.
+        """Learn from ``ds`` (streaming) and return self; fitting again replaces what it learned.
 
         Example:
             >>> import lockstep.data as ld
@@ -80,12 +104,35 @@ class Preprocessor(abc.ABC):
             {'mean(id)': 1.0, 'std(id)': 0.816496580927726}
         """
         _check_dataset(ds, f"{type(self).__name__}.fit")
-        if self._is_fittable:
-            self.stats_ = self._fit(ds)
+        status = self.fit_status()
+        if status is FitStatus.NOT_FITTABLE:
+            return self
+        if status in (FitStatus.FITTED, FitStatus.PARTIALLY_FITTED):
+            warnings.warn(
+                "`fit` has already been called on the preprocessor (or at least one "
+                "contained preprocessors if this is a chain). All previously fitted state "
+                "will be overwritten!",
+                stacklevel=2,
+            )
+        self.stats_ = {}
+        self._fit(ds)
+        self._fitted = True
         return self
 
-    def transform(self, ds: Dataset) -> Dataset:
+    def transform(
+        self,
+        ds: Dataset,
+        *,
+        batch_size: int | None = None,
+        num_cpus: float | None = None,
+        memory: float | None = None,
+        concurrency: int | None = None,
+    ) -> Dataset:
         """``ds`` with this transform added as a lazy op (applied where the rows are read).
+
+        ``num_cpus``, ``memory`` and ``concurrency`` are accepted for Ray compatibility:
+        the rows are transformed by whichever process reads them, with no CPUs of their
+        own, so a transform never waits for CPUs the training workers hold.
 
         Raises:
             PreprocessorNotFittedException: The preprocessor needs ``fit`` first.
@@ -99,9 +146,17 @@ class Preprocessor(abc.ABC):
         """
         _check_dataset(ds, f"{type(self).__name__}.transform")
         self._check_fitted()
-        return self._transform_dataset(ds)
+        return self._transform_dataset(ds, batch_size)
 
-    def fit_transform(self, ds: Dataset) -> Dataset:
+    def fit_transform(
+        self,
+        ds: Dataset,
+        *,
+        transform_num_cpus: float | None = None,
+        transform_memory: float | None = None,
+        transform_batch_size: int | None = None,
+        transform_concurrency: int | None = None,
+    ) -> Dataset:
         """``fit(ds)`` then ``transform(ds)``.
 
         Example:
@@ -110,12 +165,13 @@ class Preprocessor(abc.ABC):
             >>> MaxAbsScaler(["id"]).fit_transform(ld.range(3)).take_all()
             [{'id': 0.0}, {'id': 0.5}, {'id': 1.0}]
         """
-        return self.fit(ds).transform(ds)
+        return self.fit(ds).transform(ds, batch_size=transform_batch_size)
 
-    def transform_batch(self, batch: Any) -> Any:
+    def transform_batch(self, data: Any) -> Any:
         """Transform one batch: a pandas DataFrame, a dict of numpy arrays or a pyarrow Table.
 
-        The result has the same kind (and, for pandas, the same index) as ``batch``.
+        The built-in preprocessors return the kind of batch given (a DataFrame keeps its
+        index); a subclass returns what its ``_transform_*`` method returns, as in Ray.
 
         Example:
             >>> import pandas as pd
@@ -126,10 +182,12 @@ class Preprocessor(abc.ABC):
             [0.0, 3.0]
         """
         self._check_fitted()
-        return self._transform_any(batch)
+        return self._transform_batch(data)
 
     def fit_status(self) -> FitStatus:
         """NOT_FITTABLE, NOT_FITTED, PARTIALLY_FITTED (a Chain) or FITTED.
+
+        Fitted means ``fit`` ran, or an attribute ending in ``_`` holds state (Ray's rule).
 
         Example:
             >>> from lockstep.data.preprocessors import StandardScaler
@@ -138,27 +196,51 @@ class Preprocessor(abc.ABC):
         """
         if not self._is_fittable:
             return FitStatus.NOT_FITTABLE
-        return FitStatus.FITTED if "stats_" in self.__dict__ else FitStatus.NOT_FITTED
+        if getattr(self, "_fitted", False) or self._check_has_fitted_state():
+            return FitStatus.FITTED
+        return FitStatus.FITTED if not self._needs_fit() else FitStatus.NOT_FITTED
 
     def has_stats(self) -> bool:
-        """Whether ``fit`` has computed statistics.
+        """Whether ``stats_`` holds statistics.
 
         Example:
             >>> from lockstep.data.preprocessors import StandardScaler
             >>> StandardScaler(["x"]).has_stats()
             False
         """
-        return "stats_" in self.__dict__
+        return bool(getattr(self, "stats_", None))
 
-    def preferred_batch_format(self) -> str:
-        """The batch format the transform works on natively.
+    @classmethod
+    def preferred_batch_format(cls) -> str:
+        """The batch format to use when more than one ``_transform_*`` is implemented.
 
         Example:
             >>> from lockstep.data.preprocessors import StandardScaler
-            >>> StandardScaler(["x"]).preferred_batch_format()
+            >>> StandardScaler.preferred_batch_format()
             'pyarrow'
         """
-        return "pyarrow"
+        return "pyarrow" if cls._keeps_rows else "pandas"
+
+    def get_input_columns(self) -> list[str]:
+        """The columns the preprocessor reads.
+
+        Example:
+            >>> from lockstep.data.preprocessors import StandardScaler
+            >>> StandardScaler(["x"]).get_input_columns()
+            ['x']
+        """
+        return list(getattr(self, "_columns", getattr(self, "columns", [])))
+
+    def get_output_columns(self) -> list[str]:
+        """The columns the preprocessor writes.
+
+        Example:
+            >>> from lockstep.data.preprocessors import StandardScaler
+            >>> StandardScaler(["x"], output_columns=["x_scaled"]).get_output_columns()
+            ['x_scaled']
+        """
+        columns = getattr(self, "_output_columns", getattr(self, "output_columns", None))
+        return list(columns) if columns else self.get_input_columns()
 
     def serialize(self) -> bytes:
         """The preprocessor as bytes (``b"CPKL:"`` and a cloudpickle), as Ray's format.
@@ -174,50 +256,122 @@ class Preprocessor(abc.ABC):
         return _PICKLE_PREFIX + bytes(cloudpickle.dumps(self))
 
     @staticmethod
-    def deserialize(data: bytes) -> Preprocessor:
+    def deserialize(data: bytes | str) -> Preprocessor:
         """The preprocessor that ``serialize`` turned into ``data``.
+
+        Also takes Ray's older format, a base64 string of a pickle.
 
         Example:
             >>> from lockstep.data.preprocessors import MinMaxScaler, Preprocessor
             >>> Preprocessor.deserialize(MinMaxScaler(["x"]).serialize()).columns
             ['x']
         """
-        import pickle
-
-        if not data.startswith(_PICKLE_PREFIX):
+        try:
+            if isinstance(data, str):
+                loaded = pickle.loads(base64.b64decode(data, validate=True))
+            elif data.startswith(_PICKLE_PREFIX):
+                loaded = pickle.loads(data[len(_PICKLE_PREFIX) :])
+            else:
+                raise ValueError("no CPKL: prefix")
+        except Exception as exc:
             raise ValueError(
                 "Preprocessor.deserialize: these bytes were not made by serialize(). "
                 "HINT: pass exactly what preprocessor.serialize() returned"
-            )
-        loaded = pickle.loads(data[len(_PICKLE_PREFIX) :])
+            ) from exc
         if not isinstance(loaded, Preprocessor):
             raise ValueError(f"Preprocessor.deserialize: got a {type(loaded).__name__}")
         return loaded
 
     # -- for subclasses -----------------------------------------------------------------------
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
-        """The statistics (``stats_``) of ``ds``."""
+    def _fit(self, ds: Dataset) -> Preprocessor:
+        """Learn from ``ds``: set attributes ending in ``_``, and return self."""
+        self.stats_ = self._compute_stats(ds)
+        return self
+
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
+        """The built-ins' statistics of ``ds``, kept in ``stats_``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} is fittable but does not implement _fit(self, dataset). "
+            "HINT: implement _fit, or set _is_fittable = False"
+        )
+
+    def _transform_arrow(self, table: Any) -> Any:
+        """Transform a batch given as a ``pyarrow.Table``."""
         raise NotImplementedError
 
-    @abc.abstractmethod
-    def _transform_arrow(self, table: Any) -> Any:
-        """``table`` transformed."""
+    def _transform_pandas(self, df: Any) -> Any:
+        """Transform a batch given as a ``pandas.DataFrame``."""
+        raise NotImplementedError
+
+    def _transform_numpy(self, data: Any) -> Any:
+        """Transform a batch given as a dict of numpy arrays."""
+        raise NotImplementedError
+
+    def _get_transform_config(self) -> dict[str, Any]:
+        """Extra keyword arguments for ``Dataset.map_batches`` (Ray's hook)."""
+        return {}
+
+    def _check_has_fitted_state(self) -> bool:
+        return any(k.endswith("_") and v for k, v in vars(self).items())
 
     def _needs_fit(self) -> bool:
         return self._is_fittable
 
     def _check_fitted(self) -> None:
-        if self._needs_fit() and not self.has_stats():
+        if self.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED):
             name = type(self).__name__
             raise PreprocessorNotFittedException(
-                f"{name} is not fitted, so it cannot transform yet. "
-                f"HINT: call {name}.fit(dataset) (or fit_transform) first"
+                f"{name} is not fitted, so it cannot transform yet: `fit` must be called "
+                f"before `transform`. HINT: call {name}.fit(dataset) (or fit_transform) first"
             )
 
-    def _transform_dataset(self, ds: Dataset) -> Dataset:
-        op = MapBatches(Udf(self._transform_arrow), "pyarrow", None, preserves_rows=True)
-        return ds._with_op(op)
+    def _determine_transform_to_use(self) -> str:
+        """The batch format of the ``_transform_*`` method to use."""
+        implemented = [
+            fmt
+            for fmt, hook in _HOOKS.items()
+            if getattr(type(self), hook) is not getattr(Preprocessor, hook)
+        ]
+        if not implemented:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements none of `_transform_numpy`, "
+                "`_transform_pandas` or `_transform_arrow`. At least one of these transform "
+                "functions must be implemented for Preprocessor transforms."
+            )
+        if len(implemented) > 1:
+            preferred = self.preferred_batch_format()
+            preferred = str(getattr(preferred, "value", preferred))
+            return "pyarrow" if preferred == "arrow" else preferred
+        return implemented[0]
+
+    def _transform_dataset(self, ds: Dataset, batch_size: int | None = None) -> Dataset:
+        fmt = self._determine_transform_to_use()
+        fn = getattr(self, _HOOKS[fmt])
+        if self._keeps_rows:
+            return ds._with_op(MapBatches(Udf(fn), fmt, batch_size, preserves_rows=True))
+        kwargs = {"batch_size": batch_size, **self._get_transform_config()}
+        return ds.map_batches(fn, batch_format=fmt, zero_copy_batch=True, **kwargs)
+
+    def _transform_batch(self, batch: Any) -> Any:
+        if not isinstance(batch, Mapping | np.ndarray) and type(batch).__name__ not in (
+            "DataFrame",
+            "Table",
+        ):
+            raise ValueError(
+                f"transform_batch takes a pandas DataFrame, a dict of numpy arrays or a pyarrow "
+                f"Table, got {type(batch).__name__}. HINT: pd.DataFrame(rows)"
+            )
+        fmt = self._determine_transform_to_use()
+        if self._keeps_rows and fmt == "pyarrow":
+            return self._transform_any(batch)
+        table = _as_table(batch)
+        if fmt == "pandas":
+            return self._transform_pandas(to_pandas(table))
+        if fmt == "numpy":
+            return self._transform_numpy(to_numpy(table))
+        out = self._transform_arrow(table)
+        return to_pandas(out) if type(batch).__name__ == "DataFrame" else out
 
     def _transform_any(self, batch: Any) -> Any:
         """Apply ``_transform_arrow`` to a batch of any supported kind, returning that kind."""
@@ -226,20 +380,38 @@ class Preprocessor(abc.ABC):
             out = to_pandas(self._transform_arrow(from_batch(batch, "transform_batch")))
             out.index = batch.index
             return out
-        if isinstance(batch, dict):
-            return to_numpy(self._transform_arrow(from_columns(batch, "transform_batch")))
+        if isinstance(batch, Mapping):
+            return to_numpy(self._transform_arrow(from_columns(dict(batch), "transform_batch")))
         if kind == "Table":
             return self._transform_arrow(batch)
-        raise ValueError(
-            f"transform_batch takes a pandas DataFrame, a dict of numpy arrays or a pyarrow "
-            f"Table, got {kind}. HINT: pd.DataFrame(rows)"
-        )
+        return to_numpy(self._transform_arrow(_as_table(batch)))
 
     def __repr__(self) -> str:
         fields = ", ".join(
             f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k != "stats_"
         )
         return f"{type(self).__name__}({fields})"
+
+
+FitStatus = Preprocessor.FitStatus
+
+
+def _as_table(batch: Any) -> Any:
+    """A batch of any supported kind as a ``pyarrow.Table``."""
+    if isinstance(batch, np.ndarray):
+        return from_columns({"__value__": batch}, "transform_batch")
+    if isinstance(batch, Mapping):
+        return from_columns(dict(batch), "transform_batch")
+    return from_batch(batch, "transform_batch")
+
+
+class ArrowPreprocessor(Preprocessor):
+    """The built-ins' base: they transform Arrow tables, keep every row, fit ``stats_``."""
+
+    _keeps_rows = True
+
+    def _transform_arrow(self, table: Any) -> Any:
+        raise NotImplementedError
 
 
 def _check_dataset(ds: Any, where: str) -> None:

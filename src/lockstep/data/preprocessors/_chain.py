@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lockstep.data._convert import from_batch
 from lockstep.data.preprocessors._base import FitStatus, Preprocessor, _check_dataset
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Chain(Preprocessor):
             ds = preprocessor.fit_transform(ds)
         self.preprocessors[-1].fit(ds)
         self.stats_ = {}
+        self._fitted = True
         return self
 
     def fit_status(self) -> FitStatus:
@@ -72,20 +74,35 @@ class Chain(Preprocessor):
         for preprocessor in self.preprocessors:
             preprocessor._check_fitted()
 
-    def _transform_dataset(self, ds: Dataset) -> Dataset:
+    def _transform_dataset(self, ds: Dataset, batch_size: int | None = None) -> Dataset:
         for preprocessor in self.preprocessors:
-            ds = preprocessor._transform_dataset(ds)
+            ds = preprocessor._transform_dataset(ds, batch_size)
         return ds
 
-    def _transform_any(self, batch: Any) -> Any:
+    def _transform_batch(self, batch: Any) -> Any:
         for preprocessor in self.preprocessors:
-            batch = preprocessor._transform_any(batch)
+            batch = preprocessor._transform_batch(batch)
         return batch
 
     def _transform_arrow(self, table: Any) -> Any:
         for preprocessor in self.preprocessors:
-            table = preprocessor._transform_arrow(table)
+            table = from_batch(preprocessor._transform_batch(table), "Chain")
         return table
 
     def __repr__(self) -> str:
         return f"Chain({', '.join(repr(p) for p in self.preprocessors)})"
+
+
+class Pipeline(Chain):
+    """Preprocessors applied one after the other: the same as :class:`Chain`.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.preprocessors import MinMaxScaler, SimpleImputer
+        >>> ds = ld.from_items([{"x": 0.0}, {"x": None}, {"x": 4.0}])
+        >>> Pipeline(SimpleImputer(["x"]), MinMaxScaler(["x"])).fit_transform(ds).count()
+        3
+    """
+
+    def __repr__(self) -> str:
+        return f"Pipeline({', '.join(repr(p) for p in self.preprocessors)})"

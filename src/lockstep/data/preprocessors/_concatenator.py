@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from lockstep.data._convert import column_from_values, column_to_numpy
-from lockstep.data.preprocessors._base import Preprocessor, check_columns
+from lockstep.data.preprocessors._base import ArrowPreprocessor, check_columns
 
 
-class Concatenator(Preprocessor):
+class Concatenator(ArrowPreprocessor):
     """Replace ``columns`` by one column holding, per row, the vector of their values.
 
     Stateless. A numpy batch of the result is a ``(rows, len(columns))`` array, ready for a

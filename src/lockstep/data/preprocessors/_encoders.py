@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from lockstep.data._convert import column_from_values
 from lockstep.data.preprocessors import _statistics as statistics
 from lockstep.data.preprocessors._base import (
-    Preprocessor,
+    ArrowPreprocessor,
     check_columns,
     output_names,
     put_column,
@@ -69,7 +69,7 @@ def _check_max_categories(max_categories: Any, columns: list[str], where: str) -
     return limits
 
 
-class OrdinalEncoder(Preprocessor):
+class OrdinalEncoder(ArrowPreprocessor):
     """Encode each value as its index among the sorted categories seen by ``fit``.
 
     Args:
@@ -95,7 +95,7 @@ class OrdinalEncoder(Preprocessor):
         self.encode_lists = encode_lists
         self.output_columns = output_names(self.columns, output_columns, "OrdinalEncoder")
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         list_columns = [c for c in self.columns if _is_list(ds, c)]
         plain = [c for c in self.columns if c not in list_columns]
         counts = statistics.value_counts(ds, plain) if plain else {}
@@ -152,7 +152,7 @@ def _hot(rows: np.ndarray[Any, Any], indices: Any, num_rows: int, width: int) ->
     return column_from_values(matrix)
 
 
-class OneHotEncoder(Preprocessor):
+class OneHotEncoder(ArrowPreprocessor):
     """Encode each value as a one-hot vector over the sorted categories seen by ``fit``.
 
     The column becomes a vector per row (a numpy batch gives a ``(rows, categories)``
@@ -181,7 +181,7 @@ class OneHotEncoder(Preprocessor):
         self.max_categories = _check_max_categories(max_categories, self.columns, "OneHotEncoder")
         self.output_columns = output_names(self.columns, output_columns, "OneHotEncoder")
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         lists = [c for c in self.columns if _is_list(ds, c)]
         if lists:
             raise ValueError(
@@ -203,7 +203,7 @@ class OneHotEncoder(Preprocessor):
         return table
 
 
-class MultiHotEncoder(Preprocessor):
+class MultiHotEncoder(ArrowPreprocessor):
     """Encode lists as vectors counting each category's occurrences in the list.
 
     Args:
@@ -229,7 +229,7 @@ class MultiHotEncoder(Preprocessor):
         self.max_categories = _check_max_categories(max_categories, self.columns, "MultiHotEncoder")
         self.output_columns = output_names(self.columns, output_columns, "MultiHotEncoder")
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         counts = statistics.value_counts(ds, self.columns, lists=True)
         return {
             f"unique_values({c})": _categories(counts[c], self.max_categories.get(c))
@@ -252,7 +252,7 @@ class MultiHotEncoder(Preprocessor):
         return table
 
 
-class LabelEncoder(Preprocessor):
+class LabelEncoder(ArrowPreprocessor):
     """Encode the label column as the index of each label among the sorted labels.
 
     Args:
@@ -271,7 +271,7 @@ class LabelEncoder(Preprocessor):
         self.label_column = check_columns(label_column, "LabelEncoder")[0]
         self.output_column = output_column or self.label_column
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         counts = statistics.value_counts(ds, [self.label_column])
         return {f"unique_values({self.label_column})": _categories(counts[self.label_column], None)}
 
@@ -305,7 +305,7 @@ class LabelEncoder(Preprocessor):
         return put_column(table, self.label_column, decoded)
 
 
-class Categorizer(Preprocessor):
+class Categorizer(ArrowPreprocessor):
     """Make columns pandas categoricals (Arrow dictionaries) with the categories seen by ``fit``.
 
     ``stats_`` maps each column to its ``pandas.CategoricalDtype``; columns given in
@@ -335,7 +335,7 @@ class Categorizer(Preprocessor):
     def _needs_fit(self) -> bool:
         return any(c not in self.dtypes for c in self.columns)
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         import pandas as pd
 
         todo = [c for c in self.columns if c not in self.dtypes]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lockstep.data.preprocessors import _statistics as statistics
-from lockstep.data.preprocessors._base import Preprocessor, check_columns, put_column
+from lockstep.data.preprocessors._base import ArrowPreprocessor, check_columns, put_column
 
 if TYPE_CHECKING:
     from lockstep.data._dataset import Dataset
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 STRATEGIES = ("mean", "most_frequent", "constant")
 
 
-class SimpleImputer(Preprocessor):
+class SimpleImputer(ArrowPreprocessor):
     """Fill missing values with the column's mean, its most frequent value, or a constant.
 
     Missing means null, or NaN in a float column (as in scikit-learn and pandas). Ties for
@@ -50,7 +50,7 @@ class SimpleImputer(Preprocessor):
         self.fill_value = fill_value
         self._is_fittable = strategy != "constant"  # type: ignore[misc]
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         if self.strategy == "mean":
             return {
                 f"mean({c})": m.mean if m.count else None

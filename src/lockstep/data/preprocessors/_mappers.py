@@ -41,13 +41,13 @@ class BatchMapper(Preprocessor):
         self.batch_format = check_batch_format(batch_format, type(self).__name__)
         self.batch_size = batch_size
 
-    def _transform_dataset(self, ds: Dataset) -> Dataset:
+    def _transform_dataset(self, ds: Dataset, batch_size: int | None = None) -> Dataset:
         return ds.map_batches(self.fn, batch_format=self.batch_format, batch_size=self.batch_size)
 
     def _transform_arrow(self, table: Any) -> Any:
         return from_batch(self.fn(to_format(table, self.batch_format, writable=True)), "fn")
 
-    def preferred_batch_format(self) -> str:
+    def preferred_batch_format(self) -> str:  # type: ignore[override]  # per instance here
         """The batch format the function takes.
 
         Example:
@@ -104,7 +104,7 @@ class Repartitioner(Preprocessor):
         self.num_partitions = num_partitions
         self.shuffle = shuffle
 
-    def _transform_dataset(self, ds: Dataset) -> Dataset:
+    def _transform_dataset(self, ds: Dataset, batch_size: int | None = None) -> Dataset:
         return ds.repartition(self.num_partitions, shuffle=self.shuffle)
 
     def _transform_arrow(self, table: Any) -> Any:

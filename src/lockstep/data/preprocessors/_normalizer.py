@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lockstep.data.preprocessors._base import (
-    Preprocessor,
+    ArrowPreprocessor,
     check_columns,
     output_names,
     put_column,
@@ -20,7 +20,7 @@ from lockstep.data.preprocessors._base import (
 NORMS = ("l1", "l2", "max")
 
 
-class Normalizer(Preprocessor):
+class Normalizer(ArrowPreprocessor):
     """Divide each row's values in ``columns`` by their norm (l1, l2 or max).
 
     Stateless (nothing to fit). As in scikit-learn, a row whose norm is zero stays zeros.

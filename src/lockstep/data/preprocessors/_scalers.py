@@ -7,6 +7,7 @@ their float type; integer columns become float64.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 
 from lockstep.data.preprocessors import _statistics as statistics
 from lockstep.data.preprocessors._base import (
-    Preprocessor,
+    ArrowPreprocessor,
     check_columns,
     output_names,
     put_column,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from lockstep.data._dataset import Dataset
 
 
-class _ColumnScaler(Preprocessor):
+class _ColumnScaler(ArrowPreprocessor):
     """Shared by the scalers: ``center(col)`` and ``scale(col)`` from ``stats_``."""
 
     def __init__(self, columns: Sequence[str], output_columns: Sequence[str] | None = None):
@@ -70,11 +71,12 @@ class StandardScaler(_ColumnScaler):
         [-1.0, 1.0]
     """
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         stats = {}
         for name, m in statistics.moments(ds, self.columns).items():
             stats[f"mean({name})"] = m.mean if m.count else None
-            stats[f"std({name})"] = m.std
+            variance = m.variance(ddof=0)  # population std, as scikit-learn's scalers
+            stats[f"std({name})"] = math.sqrt(variance) if variance is not None else None
         return stats
 
     def _center_scale(self, column: str) -> tuple[float | None, float | None]:
@@ -98,7 +100,7 @@ class MinMaxScaler(_ColumnScaler):
         [0.0, 0.5, 1.0]
     """
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         stats = {}
         for name, (low, high) in statistics.min_max(ds, self.columns).items():
             stats[f"min({name})"], stats[f"max({name})"] = low, high
@@ -123,7 +125,7 @@ class MaxAbsScaler(_ColumnScaler):
         [-1.0, 0.5]
     """
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         stats = {}
         for name, (low, high) in statistics.min_max(ds, self.columns).items():
             stats[f"abs_max({name})"] = None if low is None else max(abs(low), abs(high))
@@ -166,7 +168,7 @@ class RobustScaler(_ColumnScaler):
             )
         self.quantile_range = (low, high)
 
-    def _fit(self, ds: Dataset) -> dict[str, Any]:
+    def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         low, high = self.quantile_range
         stats = {}
         for name, (q_low, q_mid, q_high) in statistics.quantiles(

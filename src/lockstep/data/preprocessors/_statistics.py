@@ -9,40 +9,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._aggregate import Moments
+
 if TYPE_CHECKING:
     from lockstep.data._dataset import Dataset
-
-
-@dataclass(frozen=True)
-class Moments:
-    """Count, mean and sum of squared deviations (M2) of a column's present values."""
-
-    count: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-
-    def merge(self, other: Moments) -> Moments:
-        """Both sets of values together (Chan et al.'s formula, stable for any block sizes)."""
-        if not other.count:
-            return self
-        if not self.count:
-            return other
-        count = self.count + other.count
-        delta = other.mean - self.mean
-        mean = self.mean + delta * other.count / count
-        m2 = self.m2 + other.m2 + delta * delta * self.count * other.count / count
-        return Moments(count, mean, m2)
-
-    @property
-    def std(self) -> float | None:
-        """The population standard deviation (ddof=0), as scikit-learn's scalers use."""
-        return math.sqrt(self.m2 / self.count) if self.count else None
 
 
 def present(column: Any) -> Any:
@@ -69,18 +44,10 @@ def moments(dataset: Dataset, columns: Sequence[str]) -> dict[str, Moments]:
 
 
 def _block_moments(column: Any) -> Moments:
-    count = len(column) - column.null_count
-    if not count:
-        return Moments()
-    mean = pc.mean(column).as_py()
-    if mean is not None and math.isnan(mean):  # NaN present: leave it out (rare, so checked late)
-        column = present(column)
-        count = len(column)
-        if not count:
-            return Moments()
-        mean = pc.mean(column).as_py()
-    variance = pc.variance(column, ddof=0).as_py()
-    return Moments(count, float(mean), float(variance) * count)
+    moments = Moments.of(column)
+    if moments.count and math.isnan(moments.mean):  # NaN present: leave it out (rare)
+        moments = Moments.of(present(column))
+    return moments
 
 
 def min_max(dataset: Dataset, columns: Sequence[str]) -> dict[str, tuple[Any, Any]]:

@@ -112,7 +112,7 @@ def test_fit_streams_over_files_with_memory_bounded_by_a_file(tmp_path):
 def test_transform_is_lazy_and_keeps_row_counts_known():
     ds = ld.range(100)
     out = StandardScaler(["id"]).fit(ds).transform(ds)
-    assert out._known_counts() == [100]  # a split of the transformed data reads nothing
+    assert out._plan.known_counts() == [100]  # a split of the transformed data reads nothing
     assert [p.count() for p in out.split(4, equal=True)] == [25] * 4
 
 

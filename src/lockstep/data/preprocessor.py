@@ -1,0 +1,11 @@
+"""Ray's module path for the preprocessor base: ``from ray.data.preprocessor import ...``.
+
+Example:
+    >>> from lockstep.data.preprocessor import Preprocessor, PreprocessorNotFittedException
+    >>> issubclass(PreprocessorNotFittedException, RuntimeError)
+    True
+"""
+
+from lockstep.data.preprocessors._base import Preprocessor, PreprocessorNotFittedException
+
+__all__ = ["Preprocessor", "PreprocessorNotFittedException"]
