@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Build and install Horovod 0.28.1 (the last release) with the gloo controller, no MPI.
+#
+# Horovod 0.28.1 builds against torch >= 2.1 only after its two `CMAKE_CXX_STANDARD 14` lines
+# are raised to 17 (horovod/horovod#3996, fixed on master but never released), so this script
+# builds it from the PyPI sdist with that patch, without build isolation (the build needs the
+# installed torch and TensorFlow headers).
+#
+# Usage:  PYTHON=/path/to/python bash scripts/install-horovod.sh
+#   PYTHON              the interpreter to install into (default: `python` on the PATH)
+#   HOROVOD_TF=auto|0|1 build the TensorFlow ops too: auto (default) tries when TensorFlow is
+#                       installed and falls back to PyTorch only if TF's headers do not compile
+#   HOROVOD_WHEEL_CACHE directory caching the built wheel between runs on one machine
+#                       (default: ~/.cache/lockstep/horovod; a fresh machine builds it)
+set -euo pipefail
+
+PYTHON="${PYTHON:-python}"
+VERSION=0.28.1
+HOROVOD_TF="${HOROVOD_TF:-auto}"
+CACHE="${HOROVOD_WHEEL_CACHE:-${HOME}/.cache/lockstep/horovod}"
+
+if "$PYTHON" -c "import horovod.torch" 2>/dev/null \
+    && [ "$("$PYTHON" -c 'import horovod; print(horovod.__version__)')" = "$VERSION" ]; then
+    echo "horovod $VERSION already installed for $PYTHON"
+    exit 0
+fi
+
+# The cache key names the interpreter and the frameworks the wheel was compiled against.
+KEY="$("$PYTHON" - <<'EOF'
+import importlib.util, sys
+parts = [f"py{sys.version_info[0]}{sys.version_info[1]}"]
+import torch
+parts.append("torch" + torch.__version__.replace("+", "_"))
+if importlib.util.find_spec("tensorflow") is not None:
+    from importlib.metadata import version
+    for name in ("tensorflow", "tensorflow-cpu"):
+        try:
+            parts.append("tf" + version(name))
+            break
+        except Exception:
+            pass
+print("-".join(parts))
+EOF
+)"
+mkdir -p "$CACHE/$KEY"
+shopt -s nullglob
+cached=("$CACHE/$KEY"/horovod-"$VERSION"-*.whl)
+if [ ${#cached[@]} -gt 0 ]; then
+    echo "installing cached ${cached[0]}"
+    "$PYTHON" -m pip install --no-deps "${cached[0]}"
+    "$PYTHON" -m pip install cloudpickle psutil pyyaml packaging
+    exit 0
+fi
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+"$PYTHON" -m pip download --no-deps --no-binary :all: "horovod==$VERSION" -d "$WORK"
+tar xzf "$WORK/horovod-$VERSION.tar.gz" -C "$WORK"
+SRC="$WORK/horovod-$VERSION"
+# The two lines of horovod#3996: torch >= 2.1 headers need C++17.
+sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' \
+    "$SRC/CMakeLists.txt" "$SRC/horovod/torch/CMakeLists.txt"
+# setup.py needs these at build time; the build is not isolated.
+"$PYTHON" -m pip install cloudpickle psutil pyyaml packaging wheel
+command -v cmake >/dev/null || "$PYTHON" -m pip install "cmake>=3.13,<4"
+
+build() {  # $1: 1 to build the TensorFlow ops too
+    rm -rf "$SRC/build" "$WORK/dist"
+    local tf_flags=(HOROVOD_WITHOUT_TENSORFLOW=1)
+    if [ "$1" = 1 ]; then tf_flags=(HOROVOD_WITH_TENSORFLOW=1); fi
+    (cd "$SRC" && env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 \
+        HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO "${tf_flags[@]}" \
+        MAKEFLAGS="-j$(nproc)" \
+        "$PYTHON" -m pip wheel --no-build-isolation --no-deps -w "$WORK/dist" . )
+}
+
+with_tf=0
+if [ "$HOROVOD_TF" != 0 ] && "$PYTHON" -c "import tensorflow" 2>/dev/null; then with_tf=1; fi
+if [ "$with_tf" = 1 ]; then
+    if ! build 1 >"$WORK/build-tf.log" 2>&1; then
+        echo "Horovod's TensorFlow ops do not build against this TensorFlow; the error:" >&2
+        grep -m 5 -E "error|Error" "$WORK/build-tf.log" >&2 || tail -20 "$WORK/build-tf.log" >&2
+        if [ "$HOROVOD_TF" = 1 ]; then exit 1; fi
+        echo "building Horovod for PyTorch only" >&2
+        build 0
+    fi
+else
+    build 0
+fi
+wheel=("$WORK"/dist/horovod-"$VERSION"-*.whl)
+cp "${wheel[0]}" "$CACHE/$KEY/"
+"$PYTHON" -m pip install --no-deps "${wheel[0]}"
+"$PYTHON" -c "import horovod.torch; print('horovod', horovod.__version__, 'installed')"
