@@ -60,21 +60,15 @@ def train_func(config: dict):
 
     results = []
     for _ in range(epochs):
-        tf_dataset = dataset.to_tf(
-            feature_columns="x", label_columns="y", batch_size=batch_size
-        )
-        history = multi_worker_model.fit(
-            tf_dataset, callbacks=[ReportCheckpointCallback()]
-        )
+        tf_dataset = dataset.to_tf(feature_columns="x", label_columns="y", batch_size=batch_size)
+        history = multi_worker_model.fit(tf_dataset, callbacks=[ReportCheckpointCallback()])
         results.append(history.history)
     return results
 
 
 config = {"lr": 1e-3, "batch_size": 32, "epochs": 4}
 
-train_dataset = lockstep.data.from_items(
-    [{"x": x / 200, "y": 2 * x / 200} for x in range(200)]
-)
+train_dataset = lockstep.data.from_items([{"x": x / 200, "y": 2 * x / 200} for x in range(200)])
 scaling_config = ScalingConfig(num_workers=2, use_gpu=use_gpu)
 trainer = TensorflowTrainer(
     train_loop_per_worker=train_func,

@@ -77,9 +77,10 @@ build() {  # $1: 1 to build the TensorFlow ops too
 with_tf=0
 if [ "$HOROVOD_TF" != 0 ] && "$PYTHON" -c "import tensorflow" 2>/dev/null; then with_tf=1; fi
 if [ "$with_tf" = 1 ]; then
-    if ! build 1 >"$WORK/build-tf.log" 2>&1; then
-        echo "Horovod's TensorFlow ops do not build against this TensorFlow; the error:" >&2
-        grep -m 5 -E "error|Error" "$WORK/build-tf.log" >&2 || tail -20 "$WORK/build-tf.log" >&2
+    if ! build 1 >"$CACHE/$KEY/build-tf.log" 2>&1; then
+        echo "Horovod's TensorFlow ops do not build against this TensorFlow" \
+            "(full log: $CACHE/$KEY/build-tf.log); the compiler's first errors:" >&2
+        grep -m 8 -E "error:|Error [0-9]|CMake Error" "$CACHE/$KEY/build-tf.log" >&2 || true
         if [ "$HOROVOD_TF" = 1 ]; then exit 1; fi
         echo "building Horovod for PyTorch only" >&2
         build 0

@@ -67,6 +67,7 @@ EXAMPLES = {
     "torch_linear_regression_data.py": ["--epochs", "3"],
     "legacy_dataset_pipeline.py": ["--epochs", "2"],
     "xgboost_breast_cancer.py": [],
+    "tensorflow_quickstart.py": [],
 }
 
 

@@ -20,6 +20,8 @@ PUBLIC_MODULES = [
     "lockstep.train.integrations",
     "lockstep.train.lightgbm",
     "lockstep.train.sklearn",
+    "lockstep.train.tensorflow",
+    "lockstep.train.tensorflow.keras",
     "lockstep.train.torch",
     "lockstep.train.xgboost",
 ]

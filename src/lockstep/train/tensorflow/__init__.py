@@ -15,10 +15,10 @@ from lockstep._internal.backends.tensorflow import TensorflowConfig, legacy_kera
 os.environ.update(legacy_keras_env())
 
 # Imported here so that workers forked from this driver start with TensorFlow imported.
-import tensorflow  # noqa: E402, F401
+import tensorflow  # noqa: F401
 
-from lockstep.train.tensorflow._checkpoint import TensorflowCheckpoint  # noqa: E402
-from lockstep.train.tensorflow._data import prepare_dataset_shard  # noqa: E402
-from lockstep.train.tensorflow._trainer import TensorflowTrainer  # noqa: E402
+from lockstep.train.tensorflow._checkpoint import TensorflowCheckpoint
+from lockstep.train.tensorflow._data import prepare_dataset_shard
+from lockstep.train.tensorflow._trainer import TensorflowTrainer
 
 __all__ = ["TensorflowCheckpoint", "TensorflowConfig", "TensorflowTrainer", "prepare_dataset_shard"]
