@@ -97,11 +97,15 @@ class ConnectedWorkerGroup(abc.ABC):
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
         self._extra_waitables: dict[Any, int] = {}
+        self._backend: Backend | None = None  # its driver side runs while the group does
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
         self._done = set()
-        starts = {rank: spec.worker_start(c) for rank, c in self._contexts(spec).items()}
+        contexts = self._contexts(spec)
+        self._backend = spec.backend
+        self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
+        starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
         self._ranks = {id(conn): rank for rank, conn in self._conns.items()}
 
@@ -125,7 +129,12 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._send(conn, message)
 
     def shutdown(self) -> None:
-        self._stop_workers()
+        try:
+            self._stop_workers()
+        finally:
+            backend, self._backend = self._backend, None
+            if backend is not None:
+                backend.on_group_shutdown()
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
