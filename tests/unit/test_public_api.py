@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "lockstep.train.collective",
     "lockstep.train.integrations",
     "lockstep.train.lightgbm",
+    "lockstep.train.horovod",
     "lockstep.train.sklearn",
     "lockstep.train.tensorflow",
     "lockstep.train.tensorflow.keras",
