@@ -68,6 +68,7 @@ EXAMPLES = {
     "legacy_dataset_pipeline.py": ["--epochs", "2"],
     "xgboost_breast_cancer.py": [],
     "tensorflow_quickstart.py": [],
+    "horovod_torch.py": ["--epochs", "3"],
 }
 
 

@@ -35,6 +35,10 @@ class Backend:
     chosen by rank 0, say).
     """
 
+    # Whether local workers that together take every CPU are each bound to their own
+    # CPUs (see execution.process.worker_cpus).
+    pin_cpus = True
+
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
 
