@@ -70,6 +70,10 @@ class HorovodBackend(Backend):
     """Runs Horovod's rendezvous server in the driver; sets ``HOROVOD_*`` in each worker."""
 
     config: HorovodConfig
+    # Horovod's background thread, which does all its communication, starts in hvd.init()
+    # inside the training function, after the binding: bound to the worker's one CPU it
+    # would wait behind the compute thread every step.
+    pin_cpus = False
 
     def __init__(self, config: BackendConfig) -> None:
         super().__init__(config)
