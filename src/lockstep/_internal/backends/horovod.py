@@ -177,8 +177,8 @@ def _bind_address(contexts: Sequence[TrainContext]) -> str:
         return "127.0.0.1"
     import ray
 
-    address: str = ray.util.get_node_ip_address()
-    return address
+    address: Any = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return str(address)
 
 
 def _iface(ip: str) -> str:
@@ -189,7 +189,7 @@ def _iface(ip: str) -> str:
         ip = "127.0.0.1"
     for name, addresses in psutil.net_if_addrs().items():
         if any(a.address == ip for a in addresses):
-            return name
+            return str(name)
     raise ValueError(
         f"no network interface has the worker's address {ip}. HINT: name the interface "
         'with HorovodConfig(nics={"eth0"})'
