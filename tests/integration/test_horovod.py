@@ -135,3 +135,39 @@ def test_during_fit_every_listening_socket_is_on_loopback(run_config):
 def test_horovod_config_refuses_a_string_of_nics():
     with pytest.raises(ValueError, match="HINT"):
         HorovodConfig(nics="eth0")
+
+
+def test_keras_weights_are_identical_on_both_ranks_after_fit(run_config):
+    """The material's Horovod Keras script: Adam scaled by hvd.size(), DistributedOptimizer,
+    compile with experimental_run_tf_function=False, BroadcastGlobalVariablesCallback(0),
+    each rank on its own part of the data; both end with the same weights."""
+    ranks = EveryRank()
+
+    def train_func():
+        import horovod.tensorflow.keras as hvd
+        import numpy as np
+        import tensorflow as tf
+
+        # Initialize Horovod
+        hvd.init()
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(64, 4)).astype("float32")
+        y = (x.sum(axis=1) > 0).astype("int64")
+        dataset = np.array_split(np.arange(64), hvd.size())[hvd.rank()]
+        tf.keras.utils.set_random_seed(hvd.rank())  # different starts: the broadcast fixes it
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+        opt = tf.optimizers.Adam(0.001 * hvd.size())
+        opt = hvd.DistributedOptimizer(opt)
+        model.compile(
+            loss=tf.losses.SparseCategoricalCrossentropy(from_logits=True),
+            optimizer=opt,
+            metrics=["accuracy"],
+            experimental_run_tf_function=False,
+        )
+        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+        model.fit(x[dataset], y[dataset], batch_size=8, epochs=2, callbacks=callbacks, verbose=0)
+        train.report({"weights": [w.tolist() for w in model.get_weights()]})
+
+    fit(train_func, run_config, ranks)
+    first, second = ranks.steps[0]
+    assert first["weights"] == second["weights"]

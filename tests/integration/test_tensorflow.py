@@ -138,6 +138,47 @@ def test_two_workers_end_model_fit_with_identical_weights(run_config):
     assert first["keras"].startswith("tf_keras.")  # the material's Keras 2 code, as written
 
 
+def test_the_materials_dataset_shard_helper_trains_on_each_workers_rows(run_config):
+    """The guide's to_tf_dataset: iter_tf_batches, from_generator, prepare_dataset_shard."""
+    import lockstep.data
+
+    ranks = EveryRank()
+
+    def train_func(config):
+        dataset_shard = train.get_context().get_dataset_shard("train")
+
+        def to_tf_dataset(dataset, batch_size):
+            def to_tensor_iterator():
+                for batch in dataset.iter_tf_batches(batch_size=batch_size, dtypes=tf.float32):
+                    yield batch["image"], batch["label"]
+
+            output_signature = (
+                tf.TensorSpec(shape=(None, 4), dtype=tf.float32),
+                tf.TensorSpec(shape=(None, 4), dtype=tf.float32),
+            )
+            tf_dataset = tf.data.Dataset.from_generator(
+                to_tensor_iterator, output_signature=output_signature
+            )
+            return prepare_dataset_shard(tf_dataset)
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])
+            model.compile(optimizer="sgd", loss="mse")
+        rows = sum(int(x.shape[0]) for x, _ in to_tf_dataset(dataset_shard, 8))
+        history = model.fit(to_tf_dataset(dataset_shard, 8), verbose=0)
+        train.report({"rows": rows, "loss": history.history["loss"][0]})
+
+    items = [{"image": [float(i)] * 4, "label": [2.0 * i] * 4} for i in range(32)]
+    fit(
+        train_func,
+        config_with(run_config, ranks),
+        datasets={"train": lockstep.data.from_items(items)},
+        train_loop_config={},
+    )
+    assert [m["rows"] for m in ranks.steps[0]] == [16, 16]  # each its half, not re-sharded
+
+
 def test_keras_callback_reports_every_epoch_and_its_checkpoint_predicts(run_config):
     ranks = EveryRank()
 
