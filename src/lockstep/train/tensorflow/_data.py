@@ -17,7 +17,7 @@ def prepare_dataset_shard(tf_dataset_shard: tf.data.Dataset) -> tf.data.Dataset:
     Example:
         >>> ds = prepare_dataset_shard(tf.data.Dataset.range(3))
         >>> opts = ds.options().experimental_distribute.auto_shard_policy
-        >>> opts == tf.data.experimental.AutoShardPolicy.OFF, list(ds.as_numpy_iterator())
+        >>> opts == tf.data.experimental.AutoShardPolicy.OFF, [int(x) for x in ds]
         (True, [0, 1, 2])
     """
     options = tf.data.Options()
