@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
+import warnings
 from dataclasses import dataclass
 
 from lockstep._core import flags
@@ -96,6 +98,23 @@ def legacy_keras_env() -> dict[str, str]:
     if flags.TF_USE_LEGACY_KERAS.get() or importlib.util.find_spec("tf_keras") is None:
         return {}
     return {flags.TF_USE_LEGACY_KERAS.name: "1"}
+
+
+def prefer_legacy_keras() -> None:
+    """In the driver: set :func:`legacy_keras_env`, and warn if ``tf.keras`` is Keras 3
+    here already (used before this was called), as workers forked from here inherit it."""
+    env = legacy_keras_env()
+    os.environ.update(env)
+    tf = sys.modules.get("tensorflow")
+    keras = vars(tf).get("keras") if tf is not None else None
+    if env and getattr(keras, "__name__", "").startswith("keras."):
+        warnings.warn(
+            "tf.keras was used before lockstep.train.tensorflow was imported, so it is "
+            "Keras 3 in this process and in workers forked from it, and Keras 3's model.fit "
+            "fails under MultiWorkerMirroredStrategy with several workers. HINT: import "
+            "lockstep.train.tensorflow before the first use of tf.keras",
+            stacklevel=3,
+        )
 
 
 def reserve_port(host: str) -> socket.socket:

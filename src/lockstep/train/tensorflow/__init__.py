@@ -7,18 +7,16 @@ Keras 2 package ``tf_keras`` (``TF_USE_LEGACY_KERAS=1``) in the driver and the w
 keep Keras 3.
 """
 
-import os
-
-from lockstep._internal.backends.tensorflow import TensorflowConfig, legacy_keras_env
+from lockstep._internal.backends.tensorflow import TensorflowConfig, prefer_legacy_keras
 
 # Before anything resolves tf.keras: TensorFlow picks its Keras at the first use of it.
-os.environ.update(legacy_keras_env())
+prefer_legacy_keras()
 
 # Imported here so that workers forked from this driver start with TensorFlow imported.
-import tensorflow  # noqa: F401
+import tensorflow  # noqa: E402, F401
 
-from lockstep.train.tensorflow._checkpoint import TensorflowCheckpoint
-from lockstep.train.tensorflow._data import prepare_dataset_shard
-from lockstep.train.tensorflow._trainer import TensorflowTrainer
+from lockstep.train.tensorflow._checkpoint import TensorflowCheckpoint  # noqa: E402
+from lockstep.train.tensorflow._data import prepare_dataset_shard  # noqa: E402
+from lockstep.train.tensorflow._trainer import TensorflowTrainer  # noqa: E402
 
 __all__ = ["TensorflowCheckpoint", "TensorflowConfig", "TensorflowTrainer", "prepare_dataset_shard"]
