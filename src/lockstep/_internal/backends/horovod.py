@@ -19,6 +19,7 @@ from typing import Any
 
 from lockstep._core.context import Collective, TrainContext
 from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends.tensorflow import legacy_keras_env
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +129,8 @@ class HorovodBackend(Backend):
             "HOROVOD_GLOO_IFACE": iface,
             "NCCL_SOCKET_IFNAME": iface,
             "HOROVOD_GLOO_TIMEOUT_SECONDS": str(int(self.config.timeout_s)),
+            # horovod.tensorflow.keras (0.28.1) works with Keras 2 only.
+            **legacy_keras_env(),
         }
 
     def on_worker_start(self, context: TrainContext, collective: Collective) -> None:
