@@ -7,7 +7,7 @@ timed epochs of ``--steps`` steps. The same function runs under TensorflowTraine
 a plain launcher, in the same run, that starts 2 Python processes and sets their
 ``TF_CONFIG`` itself. Target: lockstep >= 0.95x the launcher's samples/s.
 
-    python benchmarks/tf_throughput.py [--steps 50] [--epochs 3]
+    python benchmarks/tf_throughput.py [--steps 50] [--epochs 3] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,13 +85,15 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def plain_run(steps: int, epochs: int) -> float:
+def plain_run(steps: int, epochs: int, one_thread: bool = False) -> float:
     """2 processes with TF_CONFIG set by hand, as the TensorFlow tutorial launches them."""
     workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_USE_LEGACY_KERAS": "1"}
+        if one_thread:  # the thread pools lockstep gives a worker of 1 CPU
+            env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
         procs.append(
             subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(steps), str(epochs)],
@@ -111,12 +114,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    plain = plain_run(args.steps, args.epochs)
-    ours = lockstep_run(args.steps, args.epochs)
-    print(f"plain launcher: {plain:.0f} samples/s")
+    plains, singles, ours_all = [], [], []
+    for _ in range(args.repeats):  # interleaved, so that all see the same machine
+        plains.append(plain_run(args.steps, args.epochs))
+        singles.append(plain_run(args.steps, args.epochs, one_thread=True))
+        ours_all.append(lockstep_run(args.steps, args.epochs))
+    plain, single, ours = (statistics.median(v) for v in (plains, singles, ours_all))
+    print(f"medians of {args.repeats} interleaved runs:")
+    print(f"plain launcher: {plain:.0f} samples/s (TensorFlow's default threads)")
+    print(f"plain launcher, 1 intra- and 1 inter-op thread: {single:.0f} samples/s")
     print(f"TensorflowTrainer: {ours:.0f} samples/s")
     print(f"ratio: {ours / plain:.2f}x (target >= 0.95x)")
+    print(f"ratio vs the launcher with one thread each: {ours / single:.2f}x")
 
 
 if __name__ == "__main__":
