@@ -103,8 +103,16 @@ def _threads() -> set[threading.Thread]:
 # scikit-learn sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK for Intel's OpenMP;
 # tensorboardX (the TensorBoard logger) sets CRC32C_SW_MODE, and Lightning's Trainer
 # PYTORCH_NVML_BASED_CUDA_CHECK when it looks for GPUs.
+# TensorFlow sets TF2_BEHAVIOR, TPU_ML_PLATFORM(_VERSION) and ENABLE_RUNTIME_UPTIME_TELEMETRY
+# at import, h5py HDF5_PLUGIN_PATH; lockstep.train.tensorflow sets TF_USE_LEGACY_KERAS.
 LIBRARY_ENV = {
     "PYTEST_CURRENT_TEST",
+    "TF2_BEHAVIOR",
+    "TPU_ML_PLATFORM",
+    "TPU_ML_PLATFORM_VERSION",
+    "ENABLE_RUNTIME_UPTIME_TELEMETRY",
+    "HDF5_PLUGIN_PATH",
+    "TF_USE_LEGACY_KERAS",
     "TORCHINDUCTOR_CACHE_DIR",
     "KMP_DUPLICATE_LIB_OK",
     "KMP_INIT_AT_FORK",

@@ -65,3 +65,18 @@ class ListeningSockets:
         while not self._stop.is_set():
             self.seen.update(listening_now())
             self._stop.wait(0.005)
+
+
+def listening_addresses() -> set[str]:
+    """``ip:port`` of every TCP socket this process and its descendants listen on."""
+    me = psutil.Process()
+    found = set()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            connections = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for conn in connections:
+            if conn.status == psutil.CONN_LISTEN:
+                found.add(f"{conn.laddr.ip}:{conn.laddr.port}")
+    return found

@@ -86,6 +86,8 @@ EXAMPLES = {
     "tune_objective_search_space.py": [],
     "tune_xgboost_breast_cancer.py": [],
     "tracking_mlflow_tensorboard.py": [],
+    "tensorflow_quickstart.py": [],
+    "horovod_torch.py": ["--epochs", "3"],
 }
 
 
@@ -103,6 +105,8 @@ EXTRAS = {
     "tune_objective_search_space.py": "[tune]",
     "tune_xgboost_breast_cancer.py": "[tune,xgboost,sklearn]",
     "tracking_mlflow_tensorboard.py": "[tracking]",
+    "tensorflow_quickstart.py": "[tensorflow]",
+    "horovod_torch.py": "[torch]",
 }
 
 

@@ -74,3 +74,9 @@ CUDA_VISIBLE_DEVICES = Flag(
     "",
     "CUDA's own: the GPUs this driver may use; each local worker gets its share of them.",
 )
+TF_USE_LEGACY_KERAS = Flag(
+    "TF_USE_LEGACY_KERAS",
+    "",
+    "TensorFlow's own: '1' makes tf.keras the Keras 2 package tf_keras, '0' Keras 3. When "
+    "unset and tf_keras is installed, lockstep sets it to '1' for TensorFlow runs.",
+)

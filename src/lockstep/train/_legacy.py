@@ -17,14 +17,14 @@ from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
 from lockstep.train._trainer import DataParallelTrainer
 
-_BACKENDS = ("torch",)
+_BACKENDS = ("torch", "tensorflow")
 
 
 class Trainer:
     """Runs training functions on a fixed set of workers, in the style of Ray Train 1.x.
 
     Args:
-        backend: ``"torch"``, or a ``BackendConfig``.
+        backend: ``"torch"``, ``"tensorflow"``, or a ``BackendConfig``.
         num_workers: Number of workers.
         use_gpu: Give each worker a GPU.
         resources_per_worker: Resources per worker, e.g. ``{"CPU": 2}``.
@@ -236,6 +236,10 @@ def _backend_config(backend: str | BackendConfig) -> BackendConfig:
         from lockstep._internal.backends.torch import TorchConfig
 
         return TorchConfig(backend="gloo")
+    if backend == "tensorflow":
+        from lockstep._internal.backends.tensorflow import TensorflowConfig
+
+        return TensorflowConfig()
     raise ValueError(
         f"unknown backend {backend!r}. HINT: use one of {', '.join(_BACKENDS)}, or pass a "
         "BackendConfig"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lockstep._core.context import Collective, TrainContext
@@ -29,15 +30,26 @@ class BackendConfig:
 class Backend:
     """Sets a framework up in each worker before the training function runs.
 
-    ``worker_env`` runs in the driver, ``on_worker_start`` and ``on_worker_shutdown`` in
-    each worker. ``on_worker_start`` may use the collective (to agree on a port chosen by
-    rank 0, say). Ray's driver-side hooks are called too, with a :class:`WorkerGroupInfo`
-    in place of Ray's worker group: ``on_start`` and ``on_training_start`` before the
-    workers of each attempt start, ``on_shutdown`` after they stopped.
+    ``on_group_start``, ``worker_env`` and ``on_group_shutdown`` run in the driver,
+    ``on_worker_start`` and ``on_worker_shutdown`` in each worker. ``on_worker_start`` may
+    use the collective (to agree on a port chosen by rank 0, say). Ray's driver-side hooks
+    are called too, with a :class:`WorkerGroupInfo` in place of Ray's worker group:
+    ``on_start`` and ``on_training_start`` before the workers of each attempt start,
+    ``on_shutdown`` after they stopped.
     """
+
+    # Whether local workers that together take every CPU are each bound to their own
+    # CPUs (see execution.process.worker_cpus).
+    pin_cpus = True
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
+
+    def on_group_start(self, contexts: Sequence[TrainContext]) -> None:
+        """In the driver, before the workers of ``contexts`` start (a rendezvous server)."""
+
+    def on_group_shutdown(self) -> None:
+        """In the driver, once every worker of the group has stopped."""
 
     def worker_env(self, context: TrainContext) -> dict[str, str]:
         """Environment variables the worker of ``context`` needs before it starts."""

@@ -110,12 +110,16 @@ class ConnectedWorkerGroup(abc.ABC):
         # worker finishes, so each poll is one system call.
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
+        self._backend: Backend | None = None  # its driver side runs while the group does
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
         self._done = set()
         self._close_selector()
-        starts = {rank: spec.worker_start(c) for rank, c in self._contexts(spec).items()}
+        contexts = self._contexts(spec)
+        self._backend = spec.backend
+        self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
+        starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
@@ -170,7 +174,12 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def shutdown(self) -> None:
         self._close_selector()
-        self._stop_workers(frozenset(self._done))
+        try:
+            self._stop_workers(frozenset(self._done))
+        finally:
+            backend, self._backend = self._backend, None
+            if backend is not None:
+                backend.on_group_shutdown()
         for conn in self._conns.values():
             conn.close()
         self._conns = {}

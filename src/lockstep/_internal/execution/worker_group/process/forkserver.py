@@ -257,11 +257,27 @@ def native_threads() -> bool:
 
 def fork_is_safe() -> bool:
     """Forking the driver is safe on Linux unless it has initialised CUDA (a fork cannot
-    use CUDA then)."""
+    use CUDA then) or started TensorFlow's runtime."""
     if not sys.platform.startswith("linux"):
         return False
     torch: Any = sys.modules.get("torch")
-    return not (torch is not None and torch.cuda.is_initialized())
+    if torch is not None and torch.cuda.is_initialized():
+        return False
+    return not _tensorflow_started()
+
+
+def _tensorflow_started() -> bool:
+    """Whether TensorFlow's runtime runs here: its thread pools would not survive a fork.
+
+    Importing TensorFlow starts no runtime, so a driver that only imported it forks fine.
+    """
+    if "tensorflow" not in sys.modules:
+        return False
+    try:
+        from tensorflow.python.eager import context
+    except ImportError:
+        return False
+    return context.context()._context_handle is not None
 
 
 def get(num_threads: int) -> ForkServer | None:

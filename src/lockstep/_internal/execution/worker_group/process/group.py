@@ -78,7 +78,9 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         starts = {
             rank: replace(
                 start,
-                cpus=worker_cpus(start.context.local_rank, start.context.local_world_size, threads),
+                cpus=worker_cpus(start.context.local_rank, start.context.local_world_size, threads)
+                if spec.backend.pin_cpus
+                else None,
             )
             for rank, start in starts.items()
         }
