@@ -201,7 +201,7 @@ def pbt_loop(config):
     if checkpoint := train.get_checkpoint():
         with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
             step, score = (float(v) for v in f.read().split())
-    while step < 6:
+    while True:  # the Tuner's stop= ends it
         step += 1
         score += config["lr"]
         with tempfile.TemporaryDirectory() as d:
@@ -230,8 +230,15 @@ def test_pbt_exploits_a_trainer_trial_from_the_donors_checkpoint(tmp_path):
     results = tune.Tuner(
         trainer,
         param_space={"train_loop_config": {"lr": tune.grid_search([10.0, 0.1])}},
-        tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=pbt),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+        # One at a time, so that the good trial's results are all known when the bad one
+        # reaches its first perturbation (side by side, the order of their reports varies);
+        # each runs 6 iterations of its own, whatever checkpoint it continues from.
+        tune_config=tune.TuneConfig(
+            metric="score", mode="max", scheduler=pbt, max_concurrent_trials=1
+        ),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), verbose=0, stop={"training_iteration": 6}
+        ),
     ).fit()
     assert pbt.num_perturbations >= 1 and results.num_errors == 0
     bad = results[1]
