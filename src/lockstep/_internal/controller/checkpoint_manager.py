@@ -6,9 +6,10 @@ snapshot and is the only caller of these methods outside tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from lockstep._core import storage
+from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.run_state import CheckpointRecord, RunState
@@ -57,6 +58,19 @@ class CheckpointManager:
             return None
         return self.checkpoint(self.state.latest)
 
+    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
+        self._metadata = {**self._metadata, **metadata}
+
+    @property
+    def next_dir_name(self) -> str:
+        """The directory name the next committed checkpoint gets."""
+        return storage.checkpoint_dir_name(self.state.next_checkpoint_index)
+
+    def is_committed(self, dir_name: str) -> bool:
+        """Whether the checkpoint called ``dir_name`` was committed (retained or not since)."""
+        index = dir_name.removeprefix(storage.CHECKPOINT_PREFIX)
+        return index.isdigit() and int(index) < self.state.next_checkpoint_index
+
     def checkpoint(self, dir_name: str) -> Checkpoint:
         return Checkpoint(self.run_dir.join(dir_name), self.run_dir.fs)
 
@@ -67,13 +81,14 @@ class CheckpointManager:
         the staging area, rank 0's files winning over same-named files of other ranks, and
         the result becomes visible with one rename.
         """
-        name = storage.checkpoint_dir_name(self.state.next_checkpoint_index)
+        name = self.next_dir_name
         merged = self._merge_ranks(staged)
         if self._metadata:
             # Before the rename: a checkpoint is never visible without its metadata.
             staged_checkpoint = self.checkpoint(merged)
             staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
         self.run_dir.move(merged, name)
+        flags.fault_point("checkpoint_moved")
         record = CheckpointRecord(
             dir_name=name,
             metrics=dict(metrics),
@@ -105,17 +120,21 @@ class CheckpointManager:
         """Write the snapshot atomically."""
         self.run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
 
-    def remove_uncommitted(self) -> None:
-        """Delete staging leftovers and checkpoint directories the snapshot does not list.
+    def remove_uncommitted(self) -> list[str]:
+        """Delete staging leftovers and checkpoint directories the snapshot does not list;
+        return the names of what was there.
 
         Such directories come from a crash between a rename and the snapshot, or between the
         snapshot and an eviction; neither was ever a committed, visible checkpoint.
         """
         listed = {r.dir_name for r in self.state.checkpoints}
+        removed = []
         for name in self.run_dir.listdir():
-            if name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed:
+            uncommitted = name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed
+            if uncommitted or name == storage.STAGING_DIR:
                 self.run_dir.remove(name)
-        self.run_dir.remove(storage.STAGING_DIR)
+                removed.append(name)
+        return removed
 
     def _ordered(self, records: list[CheckpointRecord]) -> list[CheckpointRecord]:
         attribute = self._config.checkpoint_score_attribute

@@ -4,22 +4,31 @@ The controller says what happened through three verbs, :meth:`RunRecord.record_s
 :meth:`RunRecord.record_failure` and :meth:`RunRecord.close`; nothing else changes the
 RunState. The checkpoint manager is the record's part that commits and retains
 checkpoints, and is reached only through it.
+
+The record survives a driver killed at any moment: a step's row is durable before its
+checkpoint is committed and before the workers hear of the commit, and :meth:`RunRecord.open`
+reconciles what a dead driver left (sweeps its uncommitted directories, drops the rows of
+checkpoints it never committed) and saves the state before any worker starts, so that every
+run ``fit()`` began can be restored.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from lockstep._core import storage
+from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError
 from lockstep._core.run_state import RunState
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
+
+logger = logging.getLogger(__name__)
 
 
 class RunRecord:
@@ -38,7 +47,8 @@ class RunRecord:
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
         if last is not None:
-            # Steps logged after the last snapshot (a crash between them) keep their numbers.
+            # Steps logged after the last snapshot (steps without a checkpoint, a crash
+            # between them) keep their numbers: rows are numbered 1..N, each once.
             state = checkpoints.state
             state.training_iteration = max(
                 state.training_iteration, int(last["training_iteration"])
@@ -53,10 +63,33 @@ class RunRecord:
     ) -> RunRecord:
         """The record of ``run_dir``, continuing where an earlier run of it stopped.
 
-        ``checkpoint_metadata`` is added to every checkpoint's metadata.
+        What a killed driver left is made whole first: its staging area and uncommitted
+        checkpoint directories are removed, the rows of checkpoints it never committed are
+        dropped (training redoes those steps), and the state is saved, so the run can be
+        restored from here on. ``checkpoint_metadata`` is added to every checkpoint's
+        metadata.
         """
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
-        return cls(checkpoints, RunLog(run_dir))
+        swept = checkpoints.remove_uncommitted()
+        run_log = RunLog(run_dir)
+        dropped = run_log.reconcile(
+            lambda row: (
+                (name := row.get("checkpoint_dir_name")) is None or checkpoints.is_committed(name)
+            )
+        )
+        if swept or dropped:
+            logger.warning(
+                "lockstep: %s: removed what an interrupted driver left uncommitted (%s)",
+                run_dir.uri,
+                ", ".join([*swept, *([f"{dropped} result row(s)"] if dropped else [])]),
+            )
+        record = cls(checkpoints, run_log)
+        checkpoints.save()
+        return record
+
+    def add_checkpoint_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Add ``metadata`` to every checkpoint committed from now on."""
+        self._checkpoints.add_metadata(metadata)
 
     @property
     def state(self) -> RunState:
@@ -89,20 +122,24 @@ class RunRecord:
         """
         state = self.state
         state.training_iteration += 1
-        checkpoint = None
-        if staged is not None:
-            checkpoint = self._checkpoints.commit(staged, dict(metrics), state.training_iteration)
+        # The row first, durable, naming the checkpoint about to be committed: a driver
+        # killed after the commit cannot lose it, and one killed before leaves a row whose
+        # checkpoint was never committed, which the next open() drops.
         self._run_log.append(
             {
                 **metrics,
                 "training_iteration": state.training_iteration,
                 "timestamp": timestamp,
                 "time_total_s": self._time_offset + time.monotonic() - self._started,
-                "checkpoint_dir_name": state.latest if checkpoint else None,
+                "checkpoint_dir_name": self._checkpoints.next_dir_name if staged else None,
             }
         )
-        if checkpoint is not None:
+        checkpoint = None
+        if staged is not None:
+            flags.fault_point("row_written")
+            checkpoint = self._checkpoints.commit(staged, dict(metrics), state.training_iteration)
             self._run_log.flush()
+        flags.fault_point("step_recorded")
         return checkpoint
 
     def record_failure(self) -> None:
