@@ -74,6 +74,12 @@ CUDA_VISIBLE_DEVICES = Flag(
     "",
     "CUDA's own: the GPUs this driver may use; each local worker gets its share of them.",
 )
+ROOT_CAUSE_WAIT_S = Flag(
+    "LOCKSTEP_ROOT_CAUSE_WAIT_S",
+    2.0,
+    "Seconds the driver waits, when the only failures it has seen are consequences (a "
+    "closed connection, a timed-out collective), for the failure that caused them.",
+)
 JOURNAL_DIR = Flag(
     "LOCKSTEP_JOURNAL_DIR",
     "",

@@ -15,9 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lockstep._core import flags
 from lockstep._core.callback import RunContext, UserCallback
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import (
+    TrainingFailedError,
+    WorkerFailure,
+    awaiting_root_cause,
+    root_cause,
+)
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress
@@ -118,7 +124,7 @@ class TrainController:
             self.state = self._poll(state)
         elif isinstance(state, Restarting):
             self._stop_group()
-            self._progress.restarting(_first(state.failures).summary)
+            self._progress.restarting(root_cause(state.failures).summary)
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
@@ -141,19 +147,34 @@ class TrainController:
 
     def _poll(self, state: Running) -> State:
         assert self._group is not None
-        events = self._group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
+        self._take(self._group.poll(POLL_TIMEOUT_S), failures)
+        self._progress.refresh()
+        if failures:
+            self._await_root_cause(failures)
+            return self._on_failures(state.attempt, failures)
+        if self._steps.all_finished():
+            return Finished()
+        return state
+
+    def _take(self, events: list[WorkerEvent], failures: dict[int, WorkerFailure]) -> None:
         try:
             for event in events:
                 self._handle(event, failures)
         except ReportCountMismatch as exc:
             failures[exc.rank] = _usage_failure(exc.rank, str(exc))
-        self._progress.refresh()
-        if failures:
-            return self._on_failures(state.attempt, failures)
-        if self._steps.all_finished():
-            return Finished()
-        return state
+
+    def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
+        """A closed connection or a timed-out collective is caused by a failure elsewhere
+        that may reach the driver a moment later (the process watcher sees a death after
+        the peer raised): wait for it, briefly, so the error names the cause."""
+        assert self._group is not None
+        deadline = time.monotonic() + flags.ROOT_CAUSE_WAIT_S.get()
+        while awaiting_root_cause(failures, self._spec.num_workers):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._take(self._group.poll(min(left, POLL_TIMEOUT_S)), failures)
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
         if isinstance(event, Report):
@@ -229,10 +250,6 @@ class TrainController:
         return RunContext(
             name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
         )
-
-
-def _first(failures: dict[int, WorkerFailure]) -> WorkerFailure:
-    return min(failures.values(), key=lambda f: f.time)
 
 
 def _start_failure(exc: Exception) -> WorkerFailure:
