@@ -79,11 +79,13 @@ class RunLog:
         data = json.dumps(params, indent=2, sort_keys=True, default=repr).encode("utf-8")
         self._run_dir.write_atomic(storage.PARAMS_FILE, data)
 
-    def append(self, row: dict[str, Any]) -> None:
-        """Add one line; it is durable when this returns."""
+    def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
+        """Add one line. When this returns it is in the operating system's hands, which a
+        killed driver cannot lose; with ``sync`` also on disk (fsync), which a crash of the
+        machine cannot lose either."""
         self._rows.append(row)
         if self._journal is not None:
-            self._journal.append(row)
+            self._journal.append(row, sync=sync)
             return
         flat = flatten(row)
         if self._csv is None or any(k not in self._columns for k in flat):
@@ -92,10 +94,17 @@ class RunLog:
         assert self._json is not None
         self._json.write(json.dumps(row) + "\n")
         self._json.flush()
-        # result.json is the record; progress.csv is rebuilt from it by the next driver.
-        os.fsync(self._json.fileno())
+        if sync:
+            # result.json is the record; progress.csv is rebuilt from it by the next driver.
+            os.fsync(self._json.fileno())
         csv.DictWriter(self._csv, self._columns).writerow(flat)
         self._csv.flush()
+
+    def sync(self) -> None:
+        """Put every row appended so far on disk (fsync), as ``append(sync=True)`` does."""
+        stream = self._journal._file if self._journal is not None else self._json
+        if stream is not None:
+            os.fsync(stream.fileno())
 
     def flush(self) -> None:
         """Upload the journal's rows (object stores; locally every row is written already)."""
@@ -165,13 +174,14 @@ class Journal:
         with open(self.path, encoding="utf-8") as f:
             return parse_result_lines(f.read())
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
         if self._file is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if sync:
+            os.fsync(self._file.fileno())
 
     def clear(self) -> None:
         """Everything in it is uploaded."""

@@ -124,7 +124,10 @@ class RunRecord:
         state.training_iteration += 1
         # The row first, durable, naming the checkpoint about to be committed: a driver
         # killed after the commit cannot lose it, and one killed before leaves a row whose
-        # checkpoint was never committed, which the next open() drops.
+        # checkpoint was never committed, which the next open() drops. Every row is in the
+        # operating system's hands at once (a killed driver loses none); the fsync before
+        # a commit also puts the rows before it on disk. Rows after the last commit that a
+        # crash of the machine loses are steps training redoes from that checkpoint.
         self._run_log.append(
             {
                 **metrics,
@@ -132,7 +135,8 @@ class RunRecord:
                 "timestamp": timestamp,
                 "time_total_s": self._time_offset + time.monotonic() - self._started,
                 "checkpoint_dir_name": self._checkpoints.next_dir_name if staged else None,
-            }
+            },
+            sync=staged is not None,
         )
         checkpoint = None
         if staged is not None:
@@ -141,6 +145,11 @@ class RunRecord:
             self._run_log.flush()
         flags.fault_point("step_recorded")
         return checkpoint
+
+    def sync(self) -> None:
+        """Put every row recorded so far on disk: before acknowledging a report without a
+        checkpoint to the workers (``record_step`` does it for a step with one)."""
+        self._run_log.sync()
 
     def record_failure(self) -> None:
         """The worker group failed (once, however many of its workers did)."""
