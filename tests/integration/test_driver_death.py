@@ -139,17 +139,25 @@ def test_restore_after_a_kill_at_start_up_is_a_fresh_start(tmp_path):
     assert_whole(run_dir, result)
 
 
-def test_leftovers_of_a_killed_commit_are_swept_with_one_line(tmp_path, caplog):
+@pytest.mark.parametrize("by", ["fit", "restore"])
+def test_leftovers_of_a_killed_commit_are_swept_with_one_line(tmp_path, caplog, by):
     run_dir = run_driver(tmp_path, "checkpoint_moved:2")
     assert os.path.exists(os.path.join(run_dir, "checkpoint_000001"))  # renamed, uncommitted
+    assert os.path.exists(os.path.join(run_dir, ".staging"))
     with caplog.at_level(logging.WARNING, logger="lockstep"):
-        result = DataParallelTrainer(
-            train_epochs,
-            train_loop_config={"epochs": EPOCHS, "checkpoint_every": 2},
-            run_config=RunConfig(name="killed", storage_path=str(tmp_path / "runs"), verbose=0),
-            scaling_config=ScalingConfig(num_workers=2),
-        ).fit()
+        if by == "restore":
+            trainer = DataParallelTrainer.restore(run_dir)
+            assert not os.path.exists(os.path.join(run_dir, ".staging"))
+            assert not os.path.exists(os.path.join(run_dir, "checkpoint_000001"))
+        else:
+            trainer = DataParallelTrainer(
+                train_epochs,
+                train_loop_config={"epochs": EPOCHS, "checkpoint_every": 2},
+                run_config=RunConfig(name="killed", storage_path=str(tmp_path / "runs"), verbose=0),
+                scaling_config=ScalingConfig(num_workers=2),
+            )
+        result = trainer.fit()
     swept = [r.getMessage() for r in caplog.records if "interrupted driver" in r.getMessage()]
     assert len(swept) == 1
-    assert "checkpoint_000001" in swept[0] and "1 result row" in swept[0]
+    assert ".staging, checkpoint_000001, 1 result row(s)" in swept[0]
     assert_whole(run_dir, result)

@@ -307,6 +307,7 @@ class DataParallelTrainer:
                 "directory). HINT: pass them again: restore(path, datasets={...})"
             )
         kwargs.update(overrides)
+        RunRecord.sweep(run_dir)
         parent, name = _split_run_path(run_dir)
         run_config = kwargs.get("run_config") or RunConfig()
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)

@@ -70,22 +70,16 @@ class RunRecord:
         metadata.
         """
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
-        swept = checkpoints.remove_uncommitted()
-        run_log = RunLog(run_dir)
-        dropped = run_log.reconcile(
-            lambda row: (
-                (name := row.get("checkpoint_dir_name")) is None or checkpoints.is_committed(name)
-            )
-        )
-        if swept or dropped:
-            logger.warning(
-                "lockstep: %s: removed what an interrupted driver left uncommitted (%s)",
-                run_dir.uri,
-                ", ".join([*swept, *([f"{dropped} result row(s)"] if dropped else [])]),
-            )
-        record = cls(checkpoints, run_log)
+        record = cls(checkpoints, _reconciled(checkpoints))
         checkpoints.save()
         return record
+
+    @staticmethod
+    def sweep(run_dir: storage.StorageDir) -> None:
+        """Make whole what a killed driver left in ``run_dir``, as :meth:`open` does, but
+        leave the state as it is (``restore()``, before any ``fit()``)."""
+        if run_dir.exists(storage.STATE_FILE):
+            _reconciled(CheckpointManager.open(run_dir, CheckpointConfig())).close()
 
     def add_checkpoint_metadata(self, metadata: Mapping[str, Any]) -> None:
         """Add ``metadata`` to every checkpoint committed from now on."""
@@ -168,6 +162,25 @@ class RunRecord:
             self.run_dir.write_atomic(storage.ERROR_FILE, (str(error) + "\n").encode("utf-8"))
         self._run_log.close()
         self._checkpoints.save()
+
+
+def _reconciled(checkpoints: CheckpointManager) -> RunLog:
+    """The run log, after removing what the state does not list as committed (staging,
+    checkpoint directories, the rows of checkpoints never committed), with one log line."""
+    swept = checkpoints.remove_uncommitted()
+    run_log = RunLog(checkpoints.run_dir)
+    dropped = run_log.reconcile(
+        lambda row: (
+            (name := row.get("checkpoint_dir_name")) is None or checkpoints.is_committed(name)
+        )
+    )
+    if swept or dropped:
+        logger.warning(
+            "lockstep: %s: removed what an interrupted driver left uncommitted (%s)",
+            checkpoints.run_dir.uri,
+            ", ".join([*swept, *([f"{dropped} result row(s)"] if dropped else [])]),
+        )
+    return run_log
 
 
 def _error_record(error: TrainingFailedError) -> dict[str, Any]:
