@@ -97,11 +97,11 @@ def root_cause(failures: Mapping[int, WorkerFailure]) -> WorkerFailure:
     return min(causes, key=lambda f: f.time)
 
 
-def awaiting_root_cause(failures: Mapping[int, WorkerFailure], num_workers: int) -> bool:
-    """Whether every failure seen so far is a consequence, and a rank is left whose failure
-    may be the cause."""
+def awaiting_root_cause(failures: Mapping[int, WorkerFailure], num_running: int) -> bool:
+    """Whether every failure seen so far is a consequence, and of the ``num_running``
+    workers that have not returned one is left whose failure may be the cause."""
     consequences = all(f.is_consequence for f in failures.values())
-    return bool(failures) and consequences and len(failures) < num_workers
+    return bool(failures) and consequences and len(failures) < num_running
 
 
 class TrainingFailedError(RuntimeError):

@@ -147,8 +147,13 @@ class TrainController:
 
     def _poll(self, state: Running) -> State:
         assert self._group is not None
+        events = self._group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
-        self._take(self._group.poll(POLL_TIMEOUT_S), failures)
+        try:
+            for event in events:
+                self._handle(event, failures)
+        except ReportCountMismatch as exc:
+            failures[exc.rank] = _usage_failure(exc.rank, str(exc))
         self._progress.refresh()
         if failures:
             self._await_root_cause(failures)
@@ -157,24 +162,21 @@ class TrainController:
             return Finished()
         return state
 
-    def _take(self, events: list[WorkerEvent], failures: dict[int, WorkerFailure]) -> None:
-        try:
-            for event in events:
-                self._handle(event, failures)
-        except ReportCountMismatch as exc:
-            failures[exc.rank] = _usage_failure(exc.rank, str(exc))
-
     def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
         """A closed connection or a timed-out collective is caused by a failure elsewhere
         that may reach the driver a moment later (the process watcher sees a death after
         the peer raised): wait for it, briefly, so the error names the cause."""
         assert self._group is not None
         deadline = time.monotonic() + flags.ROOT_CAUSE_WAIT_S.get()
-        while awaiting_root_cause(failures, self._spec.num_workers):
+        while awaiting_root_cause(failures, self._spec.num_workers - len(self._return_values)):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            self._take(self._group.poll(min(left, POLL_TIMEOUT_S)), failures)
+            try:
+                for event in self._group.poll(min(left, POLL_TIMEOUT_S)):
+                    self._handle(event, failures)
+            except ReportCountMismatch as exc:
+                failures[exc.rank] = _usage_failure(exc.rank, str(exc))
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
         if isinstance(event, Report):
