@@ -37,9 +37,10 @@ SCRIPT = textwrap.dedent(f"""
 """)
 
 
-def run_driver(tmp_path, fault_point):
+def run_driver(tmp_path, fault_point, storage=None):
     """Run SCRIPT as a driver process that kills itself at ``fault_point``; wait until it
     and every process it started are gone."""
+    storage = storage or str(tmp_path / "runs")
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     tag = str(tmp_path)
@@ -52,7 +53,7 @@ def run_driver(tmp_path, fault_point):
         "TMPDIR": str(scratch),
     }
     driver = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "runs")],
+        [sys.executable, str(script), storage],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -66,7 +67,7 @@ def run_driver(tmp_path, fault_point):
     while (left := _tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left
-    return str(tmp_path / "runs" / "killed")
+    return f"{storage}/killed"
 
 
 def _tagged(tag):
@@ -161,3 +162,18 @@ def test_leftovers_of_a_killed_commit_are_swept_with_one_line(tmp_path, caplog, 
     assert len(swept) == 1
     assert ".staging, checkpoint_000001, 1 result row(s)" in swept[0]
     assert_whole(run_dir, result)
+
+
+@pytest.mark.slow
+def test_rows_journalled_for_s3_survive_a_driver_kill(tmp_path, s3_endpoint, monkeypatch):
+    journal = tmp_path / "journal"
+    monkeypatch.setenv("LOCKSTEP_JOURNAL_DIR", str(journal))
+    # Killed after the third step, which has no checkpoint: its row is in the local
+    # journal only (rows are uploaded with each checkpoint).
+    run_dir = run_driver(tmp_path, "step_recorded:3", storage="s3://lockstep-runs/exp")
+    assert len(os.listdir(journal)) == 1
+    result = DataParallelTrainer.restore(run_dir).fit()
+    # epoch 2 was reported, then redone from the checkpoint of epoch 1: both rows are kept
+    assert result.metrics_dataframe["epoch"].tolist() == [0, 1, 2, 2, 3, 4, 5]
+    assert result.metrics_dataframe["training_iteration"].tolist() == list(range(1, 8))
+    assert os.listdir(journal) == []
