@@ -1,9 +1,9 @@
 """The run's human-readable record: params.json, result.json (JSON lines) and progress.csv.
 
-A row is durable when :meth:`RunLog.append` returns: locally it is written, flushed and
-fsync'd; on an object store, which cannot append, it goes to a local journal (fsync'd) that
-is kept until the row is uploaded, and read back by the next driver of the run if this one
-dies first.
+A row survives the driver once :meth:`RunLog.append` returns: locally it is written and
+flushed (and fsync'd when asked); on an object store, which cannot append, it goes to a local
+journal kept until the row is uploaded, which the next driver of the run reads back if this
+one dies first.
 """
 
 from __future__ import annotations
@@ -50,10 +50,6 @@ class RunLog:
         self._columns = _columns(self._rows)
         self._json: IO[str] | None = None
         self._csv: IO[str] | None = None
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        return list(self._rows)
 
     def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Keep only the rows ``keep`` accepts and write both files whole from them.
@@ -102,9 +98,10 @@ class RunLog:
 
     def sync(self) -> None:
         """Put every row appended so far on disk (fsync), as ``append(sync=True)`` does."""
-        stream = self._journal._file if self._journal is not None else self._json
-        if stream is not None:
-            os.fsync(stream.fileno())
+        if self._journal is not None:
+            self._journal.sync()
+        elif self._json is not None:
+            os.fsync(self._json.fileno())
 
     def flush(self) -> None:
         """Upload the journal's rows (object stores; locally every row is written already)."""
@@ -152,7 +149,7 @@ def _json_lines(rows: list[dict[str, Any]]) -> str:
 
 
 class Journal:
-    """A remote run's rows not yet uploaded, in a local file (JSON lines, fsync'd).
+    """A remote run's rows not yet uploaded, in a local file (JSON lines).
 
     Named by the run's URI, so that the next driver of the run on this machine finds the
     rows a dead driver could not upload. ``LOCKSTEP_JOURNAL_DIR`` says where it is kept.
@@ -181,6 +178,10 @@ class Journal:
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
         if sync:
+            os.fsync(self._file.fileno())
+
+    def sync(self) -> None:
+        if self._file is not None:
             os.fsync(self._file.fileno())
 
     def clear(self) -> None:
