@@ -35,6 +35,8 @@ class RunState:
         next_checkpoint_index: The index the next checkpoint directory gets.
         training_iteration: Steps recorded so far (every worker reported once per step).
         num_failures: Worker-group failures so far.
+        attempts: Worker groups started so far, by every driver of the run: each one's
+            staging directory is named by its number.
         error: The failure summary and traceback when the run failed.
     """
 
@@ -44,6 +46,7 @@ class RunState:
     next_checkpoint_index: int = 0
     training_iteration: int = 0
     num_failures: int = 0
+    attempts: int = 0
     error: dict[str, Any] | None = None
     version: int = STATE_VERSION
 

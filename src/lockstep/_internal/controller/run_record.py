@@ -103,9 +103,17 @@ class RunRecord:
 
     def start_attempt(self, attempt: int) -> str:
         """Clear what an earlier attempt left uncommitted; return where this attempt's
-        workers stage their checkpoints (sent to them, echoed back in their reports)."""
+        workers stage their checkpoints (sent to them, echoed back in their reports).
+
+        Attempts are numbered across the run's drivers (``RunState.attempts``, saved before
+        any worker starts), not from ``attempt``: a worker of a dead driver still writing
+        (a Ray actor not yet stopped) writes where no later driver commits anything.
+        """
         self._checkpoints.remove_uncommitted()
-        return storage.attempt_staging_dir(attempt)
+        state = self.state
+        number, state.attempts = state.attempts, state.attempts + 1
+        self._checkpoints.save()
+        return storage.attempt_staging_dir(number)
 
     def record_step(
         self, metrics: Mapping[str, Any], *, staged: str | None, timestamp: float

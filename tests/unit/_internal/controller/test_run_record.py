@@ -110,3 +110,15 @@ def test_open_reconciles_what_a_killed_driver_left(tmp_path, caplog):
     assert checkpoint is not None and checkpoint.path.endswith("checkpoint_000001")
     assert again.last_row is not None and again.last_row["training_iteration"] == 3
     again.close(finished=True)
+
+
+def test_attempts_are_numbered_across_drivers(tmp_path):
+    record = open_record(tmp_path)
+    assert [record.start_attempt(a) for a in (0, 1)] == [
+        ".staging/attempt_000000",
+        ".staging/attempt_000001",
+    ]
+    # the driver dies; a worker of its last attempt may still write there
+    again = open_record(tmp_path)
+    assert again.start_attempt(0) == ".staging/attempt_000002"
+    again.close()
