@@ -122,3 +122,25 @@ def test_attempts_are_numbered_across_drivers(tmp_path):
     again = open_record(tmp_path)
     assert again.start_attempt(0) == ".staging/attempt_000002"
     again.close()
+
+
+def test_a_pending_checkpoints_row_is_dropped_on_reopen_unless_it_was_committed(tmp_path):
+    record = open_record(tmp_path)
+    staging_dir = record.start_attempt(0)
+    uploaded = record.record_pending_step({"loss": 3.0}, timestamp=1.0, dir_name=None)
+    record.record_pending_step({"loss": 2.0}, timestamp=2.0, dir_name="never_uploaded")
+    # a later checkpoint is committed, the state saved, while both are still uploading
+    record.record_step(
+        {"loss": 1.0}, staged=stage(record, staging_dir, 2), timestamp=3.0, dir_name="named"
+    )
+    record.commit_pending(uploaded, staged=stage(record, staging_dir, 0))
+    # the driver dies before the second upload is committed
+    again = open_record(tmp_path)
+    rows = [json.loads(line) for line in again.run_dir.read_text(storage.RESULTS_FILE).splitlines()]
+    assert [(r["training_iteration"], r["checkpoint_dir_name"]) for r in rows] == [
+        (1, "checkpoint_000000"),
+        (3, "named"),
+    ]
+    assert again.state.pending == []
+    assert sorted(c.dir_name for c in again.state.checkpoints) == ["checkpoint_000000", "named"]
+    again.close()
