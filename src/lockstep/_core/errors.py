@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+# What a worker raises when a peer is gone or stuck: the symptom of a failure elsewhere
+# (gloo's and NCCL's words, Python's socket errors, a collective that timed out).
+_CONSEQUENCE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|ConnectionResetError|"
+    r"BrokenPipeError|ConnectionAbortedError|DistBackendError|"
+    r"NCCL communicator was aborted|Watchdog caught collective operation timeout|"
+    r"[Tt]imed out (?:waiting|after)|[Cc]ollective operation time(?:d )?out|"
+    r"Socket Timeout|ProcessGroupGloo.*(?:[Cc]losed|[Tt]imeout)",
+)
 
 
 class UsageError(ValueError):
@@ -53,6 +65,15 @@ class WorkerFailure:
     exception: BaseException | None = None
     full_traceback: str = ""
 
+    @property
+    def is_consequence(self) -> bool:
+        """Whether this failure looks like the effect of another worker's failure: an
+        exception about a closed connection or a timed-out collective."""
+        if self.kind != "exception":
+            return False
+        last_line = self.traceback.rstrip().rsplit("\n", 1)[-1]
+        return bool(_CONSEQUENCE.search(self.summary) or _CONSEQUENCE.search(last_line))
+
     @staticmethod
     def describe_exit(rank: int, pid: int | None, returncode: int) -> tuple[str, str]:
         """Return ``(kind, summary)`` for a process that ended with ``returncode``."""
@@ -68,21 +89,49 @@ class WorkerFailure:
         )
 
 
+def root_cause(failures: Mapping[int, WorkerFailure]) -> WorkerFailure:
+    """The failure that happened first, the one that caused the others.
+
+    torch.distributed.elastic's rule, made robust to the order in which the driver hears
+    of failures: a worker's death (its time is when the process watcher saw it) or an
+    exception (its time is when it was raised) comes before the peers' errors it causes,
+    a closed connection or a timed-out collective, whatever their timestamps.
+
+    Example:
+        >>> died = WorkerFailure(rank=1, pid=8, kind="signal", time=2.0,
+        ...                      summary="rank 1 (pid 8) was killed by SIGKILL")
+        >>> peer = WorkerFailure(rank=0, pid=7, kind="exception", time=1.0,
+        ...                      summary="rank 0 (pid 7) raised RuntimeError: "
+        ...                              "Connection closed by peer [127.0.0.1]:4242")
+        >>> root_cause({0: peer, 1: died}).pid
+        8
+    """
+    causes = [f for f in failures.values() if not f.is_consequence] or list(failures.values())
+    return min(causes, key=lambda f: f.time)
+
+
+def awaiting_root_cause(failures: Mapping[int, WorkerFailure], num_running: int) -> bool:
+    """Whether every failure seen so far is a consequence, and of the ``num_running``
+    workers that have not returned one is left whose failure may be the cause."""
+    consequences = all(f.is_consequence for f in failures.values())
+    return bool(failures) and consequences and len(failures) < num_running
+
+
 class TrainingFailedError(RuntimeError):
     """Training failed after using up ``FailureConfig.max_failures`` restarts.
 
-    The message starts with the root cause, the first failure by time, followed by the
-    user's traceback.
+    The message starts with the root cause (see :func:`root_cause`), followed by the
+    user's traceback, then the consequences on other workers.
 
     Attributes:
-        root_cause: The first failure by time.
+        root_cause: The failure that happened first and caused the others.
         worker_failures: Every failure of the last attempt, by rank.
     """
 
     def __init__(self, message: str, worker_failures: dict[int, WorkerFailure]) -> None:
         super().__init__(message)
         self.worker_failures = worker_failures
-        self.root_cause = min(worker_failures.values(), key=lambda f: f.time)
+        self.root_cause = root_cause(worker_failures)
 
     def __reduce__(self) -> tuple[type[TrainingFailedError], tuple[str, dict[int, WorkerFailure]]]:
         return (type(self), (str(self), self.worker_failures))
@@ -91,17 +140,22 @@ class TrainingFailedError(RuntimeError):
     def from_failures(
         cls, failures: dict[int, WorkerFailure], *, attempts: int, error_file: str | None = None
     ) -> TrainingFailedError:
-        """Build the error whose message leads with the first failure by time, then its
-        user's traceback; ``error_file``, where the full text goes, is named last."""
-        first = min(failures.values(), key=lambda f: f.time)
+        """Build the error whose message leads with the root cause (see :func:`root_cause`),
+        then its user's traceback, then the consequences on other workers; ``error_file``,
+        where the full text goes, is named last."""
+        first = root_cause(failures)
         lines = [f"Training failed: {first.summary}"]
         if attempts > 1:
             lines[0] += f" (after {attempts - 1} restart{'s' if attempts > 2 else ''})"
         if first.traceback:
             lines += ["", first.traceback.rstrip()]
         others = [f for r, f in sorted(failures.items()) if f is not first]
-        if others:
-            lines += ["", "Other workers:"] + [f"  {f.summary}" for f in others]
+        consequences = [f for f in others if f.is_consequence]
+        if consequences:
+            lines += ["", "Consequences on other workers:"]
+            lines += [f"  {f.summary}" for f in consequences]
+        if unrelated := [f for f in others if not f.is_consequence]:
+            lines += ["", "Other workers:"] + [f"  {f.summary}" for f in unrelated]
         if error_file is not None:
             lines += ["", f"The full error, every worker's traceback included: {error_file}"]
         if cls is TrainingFailedError:  # Ray's subclasses: who failed, workers or controller

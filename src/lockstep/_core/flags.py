@@ -80,3 +80,46 @@ TF_USE_LEGACY_KERAS = Flag(
     "TensorFlow's own: '1' makes tf.keras the Keras 2 package tf_keras, '0' Keras 3. When "
     "unset and tf_keras is installed, lockstep sets it to '1' for TensorFlow runs.",
 )
+ROOT_CAUSE_WAIT_S = Flag(
+    "LOCKSTEP_ROOT_CAUSE_WAIT_S",
+    2.0,
+    "Seconds the driver waits, when the only failures it has seen are consequences (a "
+    "closed connection, a timed-out collective), for the failure that caused them.",
+)
+JOURNAL_DIR = Flag(
+    "LOCKSTEP_JOURNAL_DIR",
+    "",
+    "Local directory of the journal that keeps a remote run's result rows until they are "
+    "uploaded (default: the system's temporary directory).",
+)
+FAULT_POINT = Flag(
+    "LOCKSTEP_FAULT_POINT",
+    "",
+    "For lockstep's own tests of driver deaths: 'name' or 'name:n' makes the process kill "
+    "itself with SIGKILL the n-th time (default: the first) it reaches the named point "
+    "(see fault_point).",
+)
+
+_fault_hits: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """Die here (SIGKILL, no clean-up) when ``LOCKSTEP_FAULT_POINT`` names this point.
+
+    The points: ``run_opened`` (the run is recorded, no worker started yet), ``row_written``
+    (a step's row is durable, its checkpoint not yet committed), ``checkpoint_moved`` (a
+    checkpoint directory is in place, the run state not yet saved) and ``step_recorded``
+    (a step is complete, its row and checkpoint durable). Without the variable this costs
+    one dictionary lookup.
+    """
+    spec = FAULT_POINT.get()
+    if not spec:
+        return
+    point, _, count = spec.partition(":")
+    if point != name:
+        return
+    _fault_hits[name] = _fault_hits.get(name, 0) + 1
+    if _fault_hits[name] >= int(count or 1):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)

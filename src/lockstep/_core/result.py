@@ -157,8 +157,11 @@ def read_results(run_dir: storage.StorageDir) -> list[dict[str, Any]]:
     """The lines of ``result.json``, oldest first; empty when there are none."""
     if not run_dir.exists(storage.RESULTS_FILE):
         return []
-    text = run_dir.read_text(storage.RESULTS_FILE)
-    # A line cut short by a crash mid-write is skipped rather than failing the read.
+    return parse_result_lines(run_dir.read_text(storage.RESULTS_FILE))
+
+
+def parse_result_lines(text: str) -> list[dict[str, Any]]:
+    """The rows of JSON-lines text; a line cut short by a crash mid-write is skipped."""
     rows = []
     for line in text.splitlines():
         try:

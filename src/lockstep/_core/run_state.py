@@ -35,6 +35,10 @@ class RunState:
         next_checkpoint_index: The index the next checkpoint directory gets.
         training_iteration: Steps recorded so far (every worker reported once per step).
         num_failures: Worker-group failures so far.
+        attempts: Worker groups started so far, by every driver of the run: each one's
+            staging directory is named by its number.
+        pending: Checkpoints reserved for logged steps and still being uploaded (ASYNC);
+            the rows naming them are dropped if the run is reopened before they commit.
         error: The failure summary and traceback when the run failed.
     """
 
@@ -44,6 +48,8 @@ class RunState:
     next_checkpoint_index: int = 0
     training_iteration: int = 0
     num_failures: int = 0
+    attempts: int = 0
+    pending: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
     version: int = STATE_VERSION
 

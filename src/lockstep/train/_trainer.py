@@ -238,15 +238,19 @@ class DataParallelTrainer:
             _check_train_function(setup.train_loop, setup.config),
         )
         run_dir = _open_run_dir(self.run_config)
-        datasets = self._preprocessed_datasets()
-        checkpoint_metadata = (
-            {PREPROCESSOR_KEY: preprocessor_metadata(self.preprocessor)}
-            if self.preprocessor is not None
-            else None
-        )
-        record = RunRecord.open(run_dir, self.run_config.checkpoint_config, checkpoint_metadata)
-        record.write_params(self._params())
+        # The arguments, then the run state (which RunRecord.open saves): from here on the
+        # run can be restored, whenever the driver dies.
         run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
+        record = RunRecord.open(run_dir, self.run_config.checkpoint_config)
+        flags.fault_point("run_opened")
+        record.write_params(self._params())
+        datasets = self._preprocessed_datasets()
+        if self.preprocessor is not None:
+            record.add_checkpoint_metadata(
+                {PREPROCESSOR_KEY: preprocessor_metadata(self.preprocessor)}
+            )
+            # Again, now with the preprocessor fitted: restore() need not fit it again.
+            run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         return TrainController(
             make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
             spec=self._group_spec(run_dir, datasets, train_fn, setup.backend_config),
@@ -320,6 +324,7 @@ class DataParallelTrainer:
                 "directory). HINT: pass them again: restore(path, datasets={...})"
             )
         kwargs.update(overrides)
+        RunRecord.sweep(run_dir)
         parent, name = _split_run_path(run_dir)
         run_config = kwargs.get("run_config") or RunConfig()
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)

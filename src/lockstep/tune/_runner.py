@@ -18,6 +18,7 @@ from typing import Any
 from lockstep._core import storage
 from lockstep._core.callback import Callback, Trial
 from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.run_state import RunState
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
 from lockstep.tune._session import FunctionSession, TuneContext
@@ -342,9 +343,7 @@ class TrialRunner:
         trial.config = dict(exploit.config)
         trial.restore_checkpoint = _copy_checkpoint(donor_checkpoint, trial)
         if isinstance(self._s.trainable, TrainerTrainable):
-            # The trainer resumes from its own latest checkpoint when its run has one:
-            # forget the run's checkpoints so that it starts from the donor's.
-            trial.run_dir.remove(storage.STATE_FILE)
+            _forget_checkpoints(trial.run_dir)
         trial.status = PENDING
         self._s.table.update(trial)
 
@@ -450,6 +449,19 @@ def _self_limiting(searcher: Searcher) -> bool:
     while hasattr(inner, "searcher"):
         inner = inner.searcher
     return hasattr(inner, "total_trials")
+
+
+def _forget_checkpoints(run_dir: storage.StorageDir) -> None:
+    """The trainer resumes from its own latest checkpoint when its run has one: forget the
+    run's checkpoints so that it starts from the donor's. The rest of the state stays, so
+    that the rows already logged stay in the record, numbered as they were."""
+    if not run_dir.exists(storage.STATE_FILE):
+        return
+    state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
+    forgotten, state.checkpoints, state.latest = state.checkpoints, [], None
+    run_dir.write_atomic(storage.STATE_FILE, state.to_json())
+    for record in forgotten:  # after the state: it never names a checkpoint that is gone
+        run_dir.remove(record.dir_name)
 
 
 def _copy_checkpoint(checkpoint: Checkpoint | None, trial: TuneTrial) -> Checkpoint | None:

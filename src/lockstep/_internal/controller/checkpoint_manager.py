@@ -6,9 +6,10 @@ snapshot and is the only caller of these methods outside tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from lockstep._core import storage
+from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.run_state import CheckpointRecord, RunState
@@ -65,6 +66,30 @@ class CheckpointManager:
             return None
         return self.checkpoint(self.state.latest)
 
+    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
+        self._metadata = {**self._metadata, **metadata}
+
+    def is_committed(self, dir_name: str, training_iteration: int) -> bool:
+        """Whether the checkpoint called ``dir_name`` that step ``training_iteration``
+        reported was committed (retained or evicted since), by the saved snapshot.
+
+        A checkpoint still pending (ASYNC) was not. One retained under that name was if it
+        is this step's or a later step's (a name reported again replaces the older). One
+        not retained was evicted if the snapshot had recorded its step: a commit saves
+        the snapshot with its step, and a driver killed before that saved nothing of it.
+        """
+        if dir_name in self.state.pending:
+            return False
+        record = self.state.record(dir_name)
+        if record is not None:
+            return record.training_iteration >= training_iteration
+        return training_iteration <= self.state.training_iteration
+
+    def persisted_name(self, checkpoint: Checkpoint) -> str | None:
+        """The name a checkpoint the workers put in storage is committed under: its own
+        when it sits in the run directory, else None (the next free name)."""
+        return self._inside_run_dir(checkpoint)
+
     def checkpoint(self, dir_name: str) -> Checkpoint:
         return Checkpoint(self._run_dir.join(dir_name), self._run_dir.fs)
 
@@ -97,6 +122,7 @@ class CheckpointManager:
             staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
         self._replace_same_name(name)
         self.run_dir.move(merged, name)
+        flags.fault_point("checkpoint_moved")
         self._register(name, index, metrics, training_iteration)
         self.run_dir.remove(staged)
         return self.checkpoint(name)
@@ -151,6 +177,8 @@ class CheckpointManager:
             index=index,
             training_iteration=training_iteration,
         )
+        if name in self.state.pending:
+            self.state.pending.remove(name)  # committed by the save below
         current = self.state.record(self.state.latest) if self.state.latest else None
         if current is not None and current.index > index:
             latest = current  # an ASYNC upload committed after a newer SYNC checkpoint
@@ -177,17 +205,21 @@ class CheckpointManager:
         """Write the snapshot atomically."""
         self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
 
-    def remove_uncommitted(self) -> None:
-        """Delete staging leftovers and checkpoint directories the snapshot does not list.
+    def remove_uncommitted(self) -> list[str]:
+        """Delete staging leftovers and checkpoint directories the snapshot does not list;
+        return the names of what was there.
 
         Such directories come from a crash between a rename and the snapshot, or between the
         snapshot and an eviction; neither was ever a committed, visible checkpoint.
         """
         listed = {r.dir_name for r in self.state.checkpoints}
+        removed = []
         for name in self._run_dir.listdir():
-            if name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed:
+            uncommitted = name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed
+            if uncommitted or name == storage.STAGING_DIR:
                 self._run_dir.remove(name)
-        self._run_dir.remove(storage.STAGING_DIR)
+                removed.append(name)
+        return removed
 
     def _ordered(self, records: list[CheckpointRecord]) -> list[CheckpointRecord]:
         attribute = self._config.checkpoint_score_attribute

@@ -18,10 +18,16 @@ import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from lockstep._core import storage
+from lockstep._core import flags, storage
 from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
+from lockstep._core.errors import (
+    TrainingFailedError,
+    TrainingInterrupted,
+    WorkerFailure,
+    awaiting_root_cause,
+    root_cause,
+)
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller import interrupts
@@ -198,7 +204,7 @@ class TrainController:
             self.state = self._poll(state)
         elif isinstance(state, Restarting):
             self._stop_group()
-            self._progress.restarting(_first(state.failures).summary)
+            self._progress.restarting(root_cause(state.failures).summary)
             self.state = Starting(attempt=state.attempt + 1)
 
     def _start(self, state: Starting) -> State:
@@ -235,10 +241,27 @@ class TrainController:
                 failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
         self._progress.refresh()
         if failures:
+            self._await_root_cause(failures)
             return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
         return state
+
+    def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
+        """A closed connection or a timed-out collective is caused by a failure elsewhere
+        that may reach the driver a moment later (the process watcher sees a death after
+        the peer raised): wait for it, briefly, so the error names the cause."""
+        assert self._group is not None
+        deadline = time.monotonic() + flags.ROOT_CAUSE_WAIT_S.get()
+        while awaiting_root_cause(failures, self._spec.num_workers - len(self._return_values)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for event in self._group.poll(min(left, POLL_TIMEOUT_S)):
+                try:
+                    self._handle(event, failures)
+                except ReportCountMismatch as exc:
+                    failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
         if isinstance(event, Report):
@@ -479,10 +502,6 @@ class TrainController:
 
 
 _OUTCOMES = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
-
-
-def _first(failures: dict[int, WorkerFailure]) -> WorkerFailure:
-    return min(failures.values(), key=lambda f: f.time)
 
 
 def _start_failure(exc: Exception) -> WorkerFailure:

@@ -1,15 +1,24 @@
-"""The run's human-readable record: params.json, result.json (JSON lines) and progress.csv."""
+"""The run's human-readable record: params.json, result.json (JSON lines) and progress.csv.
+
+A row survives the driver once :meth:`RunLog.append` returns: locally it is written and
+flushed (and fsync'd when asked); on an object store, which cannot append, it goes to a local
+journal kept until the row is uploaded, which the next driver of the run reads back if this
+one dies first.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
-from collections.abc import Mapping
+import os
+import tempfile
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from lockstep._core import storage
-from lockstep._core.result import read_results
+from lockstep._core import flags, storage
+from lockstep._core.result import parse_result_lines, read_results
 
 
 def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -28,16 +37,35 @@ class RunLog:
     """Appends one line per step to result.json and progress.csv.
 
     Locally each line is written as it comes. An object store cannot append, so there the
-    lines are kept in memory and both files rewritten at :meth:`flush` (on each checkpoint
-    commit and at the end of the run).
+    lines go to the local :class:`Journal` and both files are rewritten at :meth:`flush` (on
+    each checkpoint commit and at the end of the run).
     """
 
     def __init__(self, run_dir: storage.StorageDir) -> None:
         self._run_dir = run_dir
+        self._journal = None if run_dir.can_append else Journal.of(run_dir)
         self._rows = read_results(run_dir)
+        if self._journal is not None:
+            self._rows = _merged(self._rows, self._journal.rows())
         self._columns = _columns(self._rows)
         self._json: IO[str] | None = None
         self._csv: IO[str] | None = None
+
+    def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
+        """Keep only the rows ``keep`` accepts and write both files whole from them.
+
+        Run when a driver opens the run: whatever the last one left (a line cut short, a
+        progress.csv behind result.json, rows still in the journal, rows of checkpoints
+        never committed) becomes one consistent record. Returns how many rows were dropped.
+        """
+        before = len(self._rows)
+        self._rows = [row for row in self._rows if keep(row)]
+        self._columns = _columns(self._rows)
+        if self._rows or self._run_dir.exists(storage.RESULTS_FILE):
+            self._write_whole()
+        if self._journal is not None:
+            self._journal.clear()
+        return before - len(self._rows)
 
     @property
     def last_row(self) -> dict[str, Any] | None:
@@ -47,9 +75,13 @@ class RunLog:
         data = json.dumps(params, indent=2, sort_keys=True, default=repr).encode("utf-8")
         self._run_dir.write_atomic(storage.PARAMS_FILE, data)
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
+        """Add one line. When this returns it is in the operating system's hands, which a
+        killed driver cannot lose; with ``sync`` also on disk (fsync), which a crash of the
+        machine cannot lose either."""
         self._rows.append(row)
-        if not self._run_dir.can_append:
+        if self._journal is not None:
+            self._journal.append(row, sync=sync)
             return
         flat = flatten(row)
         if self._csv is None or any(k not in self._columns for k in flat):
@@ -58,13 +90,24 @@ class RunLog:
         assert self._json is not None
         self._json.write(json.dumps(row) + "\n")
         self._json.flush()
+        if sync:
+            # result.json is the record; progress.csv is rebuilt from it by the next driver.
+            os.fsync(self._json.fileno())
         csv.DictWriter(self._csv, self._columns).writerow(flat)
         self._csv.flush()
 
+    def sync(self) -> None:
+        """Put every row appended so far on disk (fsync), as ``append(sync=True)`` does."""
+        if self._journal is not None:
+            self._journal.sync()
+        elif self._json is not None:
+            os.fsync(self._json.fileno())
+
     def flush(self) -> None:
-        if not self._run_dir.can_append:
-            self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
-            self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+        """Upload the journal's rows (object stores; locally every row is written already)."""
+        if self._journal is not None:
+            self._write_whole()
+            self._journal.clear()
 
     def close(self) -> None:
         self.flush()
@@ -73,12 +116,15 @@ class RunLog:
                 stream.close()
         self._json = self._csv = None
 
+    def _write_whole(self) -> None:
+        self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
+        self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+
     def _rewrite_local(self) -> None:
         """(Re)write both files whole: at the first line, or when a new column appears."""
         self.close()
         self._columns = _columns(self._rows)
-        self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
-        self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+        self._write_whole()
         # Both stay open for the run, so that each step costs one buffered write.
         self._json = self._run_dir.open_append(storage.RESULTS_FILE)
         self._csv = self._run_dir.open_append(storage.PROGRESS_FILE)
@@ -100,3 +146,59 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 
 def _json_lines(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+class Journal:
+    """A remote run's rows not yet uploaded, in a local file (JSON lines).
+
+    Named by the run's URI, so that the next driver of the run on this machine finds the
+    rows a dead driver could not upload. ``LOCKSTEP_JOURNAL_DIR`` says where it is kept.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    @classmethod
+    def of(cls, run_dir: storage.StorageDir) -> Journal:
+        digest = hashlib.sha256(run_dir.uri.encode("utf-8")).hexdigest()[:20]
+        folder = flags.JOURNAL_DIR.get() or tempfile.gettempdir()
+        return cls(os.path.join(folder, f"lockstep-journal-{digest}.jsonl"))
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return parse_result_lines(f.read())
+
+    def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
+        if self._file is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+        if sync:
+            os.fsync(self._file.fileno())
+
+    def sync(self) -> None:
+        if self._file is not None:
+            os.fsync(self._file.fileno())
+
+    def clear(self) -> None:
+        """Everything in it is uploaded."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+def _merged(uploaded: list[dict[str, Any]], journal: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The uploaded rows, then the journal's rows that came after them (a driver that died
+    between an upload and clearing its journal leaves rows in both)."""
+    last = max((_iteration(r) for r in uploaded), default=0)
+    return uploaded + [r for r in journal if _iteration(r) > last]
+
+
+def _iteration(row: Mapping[str, Any]) -> int:
+    return int(row.get("training_iteration", 0))

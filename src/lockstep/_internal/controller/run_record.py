@@ -4,22 +4,31 @@ The controller says what happened through three verbs, :meth:`RunRecord.record_s
 :meth:`RunRecord.record_failure` and :meth:`RunRecord.close`; nothing else changes the
 RunState. The checkpoint manager is the record's part that commits and retains
 checkpoints, and is reached only through it.
+
+The record survives a driver killed at any moment: a step's row is durable before its
+checkpoint is committed and before the workers hear of the commit, and :meth:`RunRecord.open`
+reconciles what a dead driver left (sweeps its uncommitted directories, drops the rows of
+checkpoints it never committed) and saves the state before any worker starts, so that every
+run ``fit()`` began can be restored.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from lockstep._core import storage
+from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError
 from lockstep._core.run_state import RunState
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
+
+logger = logging.getLogger(__name__)
 
 
 class RunRecord:
@@ -38,7 +47,8 @@ class RunRecord:
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
         if last is not None:
-            # Steps logged after the last snapshot (a crash between them) keep their numbers.
+            # Steps logged after the last snapshot (steps without a checkpoint, a crash
+            # between them) keep their numbers: rows are numbered 1..N, each once.
             state = checkpoints.state
             state.training_iteration = max(
                 state.training_iteration, int(last["training_iteration"])
@@ -53,10 +63,27 @@ class RunRecord:
     ) -> RunRecord:
         """The record of ``run_dir``, continuing where an earlier run of it stopped.
 
-        ``checkpoint_metadata`` is added to every checkpoint's metadata.
+        What a killed driver left is made whole first: its staging area and uncommitted
+        checkpoint directories are removed, the rows of checkpoints it never committed are
+        dropped (training redoes those steps), and the state is saved, so the run can be
+        restored from here on. ``checkpoint_metadata`` is added to every checkpoint's
+        metadata.
         """
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
-        return cls(checkpoints, RunLog(run_dir))
+        record = cls(checkpoints, _reconciled(checkpoints))
+        checkpoints.save()
+        return record
+
+    @staticmethod
+    def sweep(run_dir: storage.StorageDir) -> None:
+        """Make whole what a killed driver left in ``run_dir``, as :meth:`open` does, but
+        leave the state as it is (``restore()``, before any ``fit()``)."""
+        if run_dir.exists(storage.STATE_FILE):
+            _reconciled(CheckpointManager.open(run_dir, CheckpointConfig())).close()
+
+    def add_checkpoint_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Add ``metadata`` to every checkpoint committed from now on."""
+        self._checkpoints.add_metadata(metadata)
 
     @property
     def state(self) -> RunState:
@@ -81,9 +108,17 @@ class RunRecord:
 
     def start_attempt(self, attempt: int) -> str:
         """Clear what an earlier attempt left uncommitted; return where this attempt's
-        workers stage their checkpoints (sent to them, echoed back in their reports)."""
+        workers stage their checkpoints (sent to them, echoed back in their reports).
+
+        Attempts are numbered across the run's drivers (``RunState.attempts``, saved before
+        any worker starts), not from ``attempt``: a worker of a dead driver still writing
+        (a Ray actor not yet stopped) writes where no later driver commits anything.
+        """
         self._checkpoints.remove_uncommitted()
-        return storage.attempt_staging_dir(attempt)
+        state = self.state
+        number, state.attempts = state.attempts, state.attempts + 1
+        self._checkpoints.save()
+        return storage.attempt_staging_dir(number)
 
     def record_step(
         self,
@@ -102,16 +137,29 @@ class RunRecord:
         checkpoint, or None for a step without one.
         """
         iteration = self._next_iteration()
-        checkpoint = None
-        if staged is not None or persisted is not None:
-            # A persisted checkpoint keeps the name it was put in storage under.
-            named = dir_name is not None and persisted is None
-            reserved = self._checkpoints.reserve(dir_name) if named else None
-            pending = PendingCheckpoint(dict(metrics), iteration, reserved)
-            checkpoint = self._commit(pending, staged, persisted)
-        self._log(metrics, iteration, timestamp, self.state.latest if checkpoint else None)
-        if checkpoint is not None:
-            self._run_log.flush()
+        if staged is None and persisted is None:
+            self._log(metrics, iteration, timestamp, None, sync=False)
+            flags.fault_point("step_recorded")
+            return None
+        # The row first, durable, naming the checkpoint about to be committed: a driver
+        # killed after the commit cannot lose it, and one killed before leaves a row whose
+        # checkpoint was never committed, which the next open() drops. Every row is in the
+        # operating system's hands at once (a killed driver loses none); the fsync before
+        # a commit also puts the rows before it on disk. Rows after the last commit that a
+        # crash of the machine loses are steps training redoes from that checkpoint.
+        # A persisted checkpoint keeps the name it was put in storage under.
+        name = self._checkpoints.persisted_name(persisted) if persisted is not None else dir_name
+        reserved = self._checkpoints.reserve(name)
+        # Pending until committed: a snapshot saved mid-commit (a name reported again
+        # replaces its older checkpoint) must not make the row's checkpoint look committed.
+        self.state.pending.append(reserved[0])
+        self._log(metrics, iteration, timestamp, reserved[0], sync=True)
+        flags.fault_point("row_written")
+        checkpoint = self._commit(
+            PendingCheckpoint(dict(metrics), iteration, reserved), staged, persisted
+        )
+        self._run_log.flush()
+        flags.fault_point("step_recorded")
         return checkpoint
 
     def record_pending_step(
@@ -121,7 +169,11 @@ class RunRecord:
         line under the name the checkpoint will have; :meth:`commit_pending` commits it."""
         iteration = self._next_iteration()
         reserved = self._checkpoints.reserve(dir_name)
-        self._log(metrics, iteration, timestamp, reserved[0])
+        # Saved as pending before its row is written: a row naming a checkpoint the next
+        # open() finds still pending is dropped, as the row of any uncommitted checkpoint.
+        self.state.pending.append(reserved[0])
+        self._checkpoints.save()
+        self._log(metrics, iteration, timestamp, reserved[0], sync=False)
         return PendingCheckpoint(dict(metrics), iteration, reserved)
 
     def commit_pending(
@@ -132,8 +184,11 @@ class RunRecord:
         persisted: Checkpoint | None = None,
     ) -> Checkpoint:
         """Commit the uploaded checkpoint of a step :meth:`record_pending_step` logged."""
+        # Its row on disk before the commit, which saves the state without it as pending.
+        self._run_log.sync()
         checkpoint = self._commit(pending, staged, persisted)
         self._run_log.flush()
+        flags.fault_point("step_recorded")
         return checkpoint
 
     def reported(self) -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -154,7 +209,13 @@ class RunRecord:
         return self._checkpoints.commit(staged, metrics, iteration, reserved)
 
     def _log(
-        self, metrics: Mapping[str, Any], iteration: int, timestamp: float, dir_name: str | None
+        self,
+        metrics: Mapping[str, Any],
+        iteration: int,
+        timestamp: float,
+        dir_name: str | None,
+        *,
+        sync: bool,
     ) -> None:
         self._run_log.append(
             {
@@ -163,8 +224,14 @@ class RunRecord:
                 "timestamp": timestamp,
                 "time_total_s": self._time_offset + time.monotonic() - self._started,
                 "checkpoint_dir_name": dir_name,
-            }
+            },
+            sync=sync,
         )
+
+    def sync(self) -> None:
+        """Put every row recorded so far on disk: before acknowledging a report without a
+        checkpoint to the workers (``record_step`` does it for a step with one)."""
+        self._run_log.sync()
 
     def record_failure(self) -> None:
         """The worker group failed (once, however many of its workers did)."""
@@ -202,6 +269,27 @@ class PendingCheckpoint:
     metrics: dict[str, Any]
     iteration: int
     reserved: tuple[str, int] | None
+
+
+def _reconciled(checkpoints: CheckpointManager) -> RunLog:
+    """The run log, after removing what the state does not list as committed (staging,
+    checkpoint directories, the rows of checkpoints never committed), with one log line."""
+    swept = checkpoints.remove_uncommitted()
+    run_log = RunLog(checkpoints.run_dir)
+    dropped = run_log.reconcile(
+        lambda row: (
+            (name := row.get("checkpoint_dir_name")) is None
+            or checkpoints.is_committed(name, int(row["training_iteration"]))
+        )
+    )
+    checkpoints.state.pending = []  # their rows are gone; their uploads died with the driver
+    if swept or dropped:
+        logger.warning(
+            "lockstep: %s: removed what an interrupted driver left uncommitted (%s)",
+            checkpoints.run_dir.uri,
+            ", ".join([*swept, *([f"{dropped} result row(s)"] if dropped else [])]),
+        )
+    return run_log
 
 
 def error_text(error: TrainingFailedError) -> str:

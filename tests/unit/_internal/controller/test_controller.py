@@ -303,3 +303,26 @@ def test_a_requested_stop_keeps_the_committed_checkpoints_and_can_continue(tmp_p
         "checkpoint_000000"
     ]
     assert not run_dir.exists(".staging")
+
+
+def test_a_peer_error_waits_for_the_death_that_caused_it(tmp_path):
+    closed = Failed(
+        WorkerFailure(
+            rank=0,
+            pid=10,
+            kind="exception",
+            summary="rank 0 (pid 10) raised RuntimeError: Connection closed by peer",
+            time=1.0,
+        )
+    )
+    killed = Failed(
+        WorkerFailure(
+            rank=1, pid=11, kind="signal", summary="rank 1 (pid 11) was killed by SIGKILL", time=2.0
+        )
+    )
+    # the peer's error arrives one poll before the watcher sees the death
+    script = [[report(0, 0), report(1, 0)], [closed], [], [killed]]
+    controller, _log, _run_dir = make_controller(tmp_path, [script], max_failures=0)
+    with pytest.raises(TrainingFailedError, match=r"^Training failed: rank 1 \(pid 11\)") as info:
+        controller.run()
+    assert sorted(info.value.worker_failures) == [0, 1]

@@ -1,8 +1,10 @@
 import csv
 import json
+import os
 
+from lockstep._core.result import read_results
 from lockstep._core.storage import StorageDir
-from lockstep._internal.controller.run_log import RunLog, flatten
+from lockstep._internal.controller.run_log import Journal, RunLog, flatten
 
 
 def test_flatten():
@@ -48,3 +50,41 @@ def test_object_store_is_written_at_flush(request):
         assert run_dir.read_text("progress.csv").splitlines() == ["x", "1"]
     finally:
         run_dir.remove("")
+
+
+def test_object_store_rows_wait_in_a_local_journal_for_the_next_driver(request, tmp_path):
+    run_dir = StorageDir.from_uri(f"memory://lockstep-runlog/{request.node.name}")
+    run_dir.makedirs()
+    try:
+        dead = RunLog(run_dir)
+        dead.append({"x": 1, "training_iteration": 1})
+        dead.flush()  # uploaded
+        dead.append({"x": 2, "training_iteration": 2})  # in the journal only: the driver dies
+        journal = Journal.of(run_dir)
+        assert os.path.exists(journal.path)
+        assert [r["x"] for r in read_results(run_dir)] == [1]
+
+        again = RunLog(run_dir)
+        assert again.reconcile(lambda row: True) == 0
+        assert [r["x"] for r in read_results(run_dir)] == [1, 2]  # uploaded now
+        assert not os.path.exists(journal.path)
+        again.close()
+    finally:
+        run_dir.remove("")
+        if dead._journal is not None:
+            dead._journal.clear()
+
+
+def test_reconcile_drops_rows_and_a_torn_line(tmp_path):
+    run_dir = StorageDir.from_uri(tmp_path)
+    log = RunLog(run_dir)
+    for i in (1, 2, 3):
+        log.append({"x": i, "training_iteration": i})
+    log.close()
+    with open(tmp_path / "result.json", "a") as f:
+        f.write('{"x": 4, "trai')  # a write cut short
+    again = RunLog(run_dir)
+    assert again.reconcile(lambda row: row["x"] != 3) == 1
+    assert [r["x"] for r in read_results(run_dir)] == [1, 2]
+    assert len(list(csv.DictReader((tmp_path / "progress.csv").open()))) == 2
+    again.close()

@@ -70,3 +70,77 @@ def test_failures_are_counted_and_the_error_recorded(tmp_path):
     assert state.status == "errored" and state.num_failures == 2
     assert state.error is not None and state.error["failures"]["1"]["pid"] == 7
     assert "rank 1 raised" in record.run_dir.read_text(storage.ERROR_FILE)
+
+
+def test_open_saves_the_state_before_anything_else(tmp_path):
+    record = open_record(tmp_path)
+    assert record.run_dir.exists(storage.STATE_FILE)  # restorable before any step
+
+
+def test_open_reconciles_what_a_killed_driver_left(tmp_path, caplog):
+    record = open_record(tmp_path)
+    staging_dir = record.start_attempt(0)
+    record.record_step({"loss": 3.0}, staged=stage(record, staging_dir, 0), timestamp=1.0)
+    record.record_step({"loss": 2.0}, staged=None, timestamp=2.0)
+    # Killed mid-commit of the third step: its row is written, its directory renamed into
+    # place, the state not yet saved; the staging area still holds a part.
+    row = {"loss": 1.0, "training_iteration": 3, "checkpoint_dir_name": "checkpoint_000001"}
+    record.run_dir.append_text(storage.RESULTS_FILE, json.dumps(row) + "\n")
+    record.run_dir.makedirs("checkpoint_000001")
+    stage(record, staging_dir, 2)
+
+    with caplog.at_level("WARNING", logger="lockstep"):
+        again = open_record(tmp_path)
+    assert [r.getMessage().split(": ", 2)[-1] for r in caplog.records] == [
+        "removed what an interrupted driver left uncommitted "
+        "(.staging, checkpoint_000001, 1 result row(s))"
+    ]
+    assert sorted(again.run_dir.listdir()) == [
+        "checkpoint_000000",
+        "progress.csv",
+        "result.json",
+        "run_state.json",
+    ]
+    lines = again.run_dir.read_text(storage.RESULTS_FILE).splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
+    assert again.state.training_iteration == 2
+    # the step redone gets the number of the dropped row, and the checkpoint its name
+    staging_dir = again.start_attempt(0)
+    checkpoint = again.record_step({"loss": 1.0}, staged=stage(again, staging_dir, 0), timestamp=3)
+    assert checkpoint is not None and checkpoint.path.endswith("checkpoint_000001")
+    assert again.last_row is not None and again.last_row["training_iteration"] == 3
+    again.close(finished=True)
+
+
+def test_attempts_are_numbered_across_drivers(tmp_path):
+    record = open_record(tmp_path)
+    assert [record.start_attempt(a) for a in (0, 1)] == [
+        ".staging/attempt_000000",
+        ".staging/attempt_000001",
+    ]
+    # the driver dies; a worker of its last attempt may still write there
+    again = open_record(tmp_path)
+    assert again.start_attempt(0) == ".staging/attempt_000002"
+    again.close()
+
+
+def test_a_pending_checkpoints_row_is_dropped_on_reopen_unless_it_was_committed(tmp_path):
+    record = open_record(tmp_path)
+    staging_dir = record.start_attempt(0)
+    uploaded = record.record_pending_step({"loss": 3.0}, timestamp=1.0, dir_name=None)
+    record.record_pending_step({"loss": 2.0}, timestamp=2.0, dir_name="never_uploaded")
+    # a later checkpoint is committed, the state saved, while both are still uploading
+    record.record_step(
+        {"loss": 1.0}, staged=stage(record, staging_dir, 2), timestamp=3.0, dir_name="named"
+    )
+    record.commit_pending(uploaded, staged=stage(record, staging_dir, 0))
+    # the driver dies before the second upload is committed
+    again = open_record(tmp_path)
+    rows = [json.loads(line) for line in again.run_dir.read_text(storage.RESULTS_FILE).splitlines()]
+    assert [(r["training_iteration"], r["checkpoint_dir_name"]) for r in rows] == [
+        (1, "checkpoint_000000"),
+        (3, "named"),
+    ]
+    assert again.state.pending == []
+    assert sorted(c.dir_name for c in again.state.checkpoints) == ["checkpoint_000000", "named"]
+    again.close()
