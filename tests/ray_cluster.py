@@ -114,8 +114,11 @@ class LocalRayCluster:
     def kill_node(self, node_manager_port: int) -> None:
         """Kill the node's raylet, as when a machine dies."""
         for proc in self._processes():
-            if f"--node_manager_port={node_manager_port}" in " ".join(proc.cmdline()):
-                proc.send_signal(signal.SIGKILL)
+            try:
+                if f"--node_manager_port={node_manager_port}" in " ".join(proc.cmdline()):
+                    proc.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:  # gone, or a zombie not yet reaped by its parent
+                continue
 
     def stop(self) -> None:
         for proc in self._processes():
