@@ -46,3 +46,24 @@ def test_signatures_list_each_trainers_arguments():
     sklearn = inspect.signature(SklearnTrainer).parameters
     assert "estimator" in sklearn and "train_loop_per_worker" not in sklearn
     assert sklearn["fit_params"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+@pytest.mark.parametrize(
+    ("module", "trainer", "config", "field"),
+    [
+        ("lockstep.train.tensorflow", "TensorflowTrainer", "TensorflowConfig", "tensorflow_config"),
+        ("lockstep.train.horovod", "HorovodTrainer", "HorovodConfig", "horovod_config"),
+    ],
+)
+def test_framework_trainers_take_their_own_config_and_round_trip(module, trainer, config, field):
+    # what Tune and restore() rebuild a trainer from: its spec's arguments
+    import importlib
+
+    package = importlib.import_module(module)
+    cls, config_cls = getattr(package, trainer), getattr(package, config)
+    spec = cls.Spec.of(train_loop_per_worker=train_func, **{field: config_cls()})
+    assert cls.Spec.of(**spec.arguments()) == spec
+    parameters = inspect.signature(cls).parameters
+    assert field in parameters and "backend_config" not in parameters
+    with pytest.raises(ValueError, match=f"{field} must be a {config}"):
+        cls(train_func, **{field: object()})

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
 from lockstep._internal.backends.horovod import HorovodConfig
-from lockstep.train._trainer import DataParallelTrainer
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+
+
+@dataclass(frozen=True, kw_only=True)
+class HorovodTrainerSpec(TrainerSpec):
+    """HorovodTrainer's arguments: DataParallelTrainer's, with ``horovod_config`` instead of
+    ``backend_config``."""
+
+    horovod_config: HorovodConfig | None = None
+
+    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        config = self.horovod_config
+        if config is not None and not isinstance(config, HorovodConfig):
+            raise ValueError(
+                f"horovod_config must be a HorovodConfig, got {type(config).__name__}. "
+                "HINT: horovod_config=HorovodConfig(timeout_s=300)"
+            )
 
 
 class HorovodTrainer(DataParallelTrainer):
@@ -33,36 +50,10 @@ class HorovodTrainer(DataParallelTrainer):
         {'size': 2, 'rank': 0}
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any],
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        horovod_config: HorovodConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-    ) -> None:
-        restore_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if horovod_config is not None and not isinstance(horovod_config, HorovodConfig):
-            raise ValueError(
-                f"horovod_config must be a HorovodConfig, got {type(horovod_config).__name__}. "
-                "HINT: horovod_config=HorovodConfig(timeout_s=300)"
-            )
-        super().__init__(
-            train_loop_per_worker,
-            train_loop_config=train_loop_config,
-            backend_config=horovod_config or HorovodConfig(),
-            scaling_config=scaling_config,
-            run_config=run_config,
-            datasets=datasets,
-            dataset_config=dataset_config,
-            resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
-            preprocessor=preprocessor,
-        )
-        self._init_kwargs = restore_kwargs
+    Spec = HorovodTrainerSpec
+
+    def _worker_setup(self) -> WorkerSetup:
+        spec = self._spec
+        assert isinstance(spec, HorovodTrainerSpec) and spec.train_loop_per_worker is not None
+        backend = spec.horovod_config or HorovodConfig()
+        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)

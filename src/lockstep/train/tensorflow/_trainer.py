@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.config import DataConfig, RunConfig, ScalingConfig
+from lockstep._core.config import ScalingConfig
 from lockstep._internal.backends.tensorflow import TensorflowConfig
-from lockstep.train._trainer import DataParallelTrainer
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorflowTrainerSpec(TrainerSpec):
+    """TensorflowTrainer's arguments: DataParallelTrainer's, with ``tensorflow_config``
+    instead of ``backend_config``."""
+
+    tensorflow_config: TensorflowConfig | None = None
+
+    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        config = self.tensorflow_config
+        if config is not None and not isinstance(config, TensorflowConfig):
+            raise ValueError(
+                f"tensorflow_config must be a TensorflowConfig, got {type(config).__name__}. "
+                "HINT: tensorflow_config=TensorflowConfig()"
+            )
 
 
 class TensorflowTrainer(DataParallelTrainer):
@@ -34,40 +51,13 @@ class TensorflowTrainer(DataParallelTrainer):
         {'workers': 2}
     """
 
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., Any],
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        tensorflow_config: TensorflowConfig | None = None,
-        scaling_config: ScalingConfig | Mapping[str, Any] | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        preprocessor: Any = None,
-    ) -> None:
-        restore_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if tensorflow_config is not None and not isinstance(tensorflow_config, TensorflowConfig):
-            raise ValueError(
-                f"tensorflow_config must be a TensorflowConfig, got "
-                f"{type(tensorflow_config).__name__}. HINT: tensorflow_config=TensorflowConfig()"
-            )
-        scaling = ScalingConfig.coerce(scaling_config)
-        super().__init__(
-            train_loop_per_worker,
-            train_loop_config=train_loop_config,
-            backend_config=with_threads(tensorflow_config or TensorflowConfig(), scaling),
-            scaling_config=scaling,
-            run_config=run_config,
-            datasets=datasets,
-            dataset_config=dataset_config,
-            resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
-            preprocessor=preprocessor,
-        )
-        self._init_kwargs = restore_kwargs
+    Spec = TensorflowTrainerSpec
+
+    def _worker_setup(self) -> WorkerSetup:
+        spec = self._spec
+        assert isinstance(spec, TensorflowTrainerSpec) and spec.train_loop_per_worker is not None
+        backend = with_threads(spec.tensorflow_config or TensorflowConfig(), self.scaling_config)
+        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)
 
 
 def with_threads(config: TensorflowConfig, scaling: ScalingConfig) -> TensorflowConfig:
