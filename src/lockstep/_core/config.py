@@ -29,6 +29,10 @@ class ScalingConfig:
 
     Args:
         num_workers: Number of workers. 0 runs the training function in this process.
+            A ``(min_workers, max_workers)`` tuple makes the run elastic (as in Ray V2):
+            it starts with as many workers as the machine or the Ray cluster holds, at
+            least ``min_workers`` and at most ``max_workers``, and restarts from the
+            latest checkpoint at a new size when that changes.
         use_gpu: Give each worker a GPU.
         resources_per_worker: Resources per worker, e.g. ``{"CPU": 2, "GPU": 0.5}``.
         placement_strategy: How a Ray cluster places workers: PACK, SPREAD, STRICT_PACK
@@ -39,32 +43,43 @@ class ScalingConfig:
         trainer_resources: Resources of the trainer itself, as Ray reserves them (none by
             default); they count in :attr:`total_resources`. Here the trainer is the driver
             process, which reserves nothing.
+        elastic_resize_monitor_interval_s: With ``num_workers=(min, max)``: while the
+            workers are healthy, check this often (seconds) whether the run could grow.
 
     Example:
         >>> ScalingConfig(num_workers=4, use_gpu=False).num_workers
         4
+        >>> elastic = ScalingConfig(num_workers=(1, 8))
+        >>> elastic.elasticity_enabled, elastic.min_workers, elastic.max_workers
+        (True, 1, 8)
     """
 
-    num_workers: int = 1
+    num_workers: int | tuple[int, int] = 1
     use_gpu: bool = False
     resources_per_worker: Mapping[str, float] | None = None
     placement_strategy: str = "PACK"
     accelerator_type: str | None = None
     executor: Literal["process", "ray"] | None = None
     trainer_resources: Mapping[str, float] | None = None
+    elastic_resize_monitor_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_workers, tuple):
-            raise ValueError(
-                f"num_workers={self.num_workers!r}: elastic training is not supported. "
-                "HINT: give a fixed number of workers, e.g. num_workers=4"
+        if isinstance(self.num_workers, tuple | list):
+            self._check_elastic()
+        else:
+            _check_int(
+                "ScalingConfig.num_workers",
+                self.num_workers,
+                minimum=0,
+                hint="use a whole number such as num_workers=2, 0 to run in this process, "
+                "or (min, max) for an elastic run",
             )
-        _check_int(
-            "ScalingConfig.num_workers",
-            self.num_workers,
-            minimum=0,
-            hint="use a whole number such as num_workers=2, or 0 to run in this process",
-        )
+        interval = self.elastic_resize_monitor_interval_s
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 0:
+            raise ValueError(
+                "ScalingConfig(elastic_resize_monitor_interval_s) must be a non-negative "
+                f"number of seconds, got {interval!r}. HINT: the default is 60.0"
+            )
         if not isinstance(self.use_gpu, bool):
             raise ValueError(f"use_gpu must be True or False, got {self.use_gpu!r}")
         self._check_resources()
@@ -78,6 +93,39 @@ class ScalingConfig:
                 f"unknown executor {self.executor!r}. "
                 "HINT: use executor='process', executor='ray', or leave it unset"
             )
+
+    def _check_elastic(self) -> None:
+        """``num_workers=(min, max)``: two whole numbers, 1 <= min <= max."""
+        value = self.num_workers
+        hint = "give num_workers=(min_workers, max_workers), e.g. num_workers=(1, 8)"
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise ValueError(
+                f"ScalingConfig(num_workers={value!r}) must be an int or a tuple of two ints. "
+                f"HINT: {hint}"
+            )
+        low, high = value
+        _check_int("ScalingConfig.num_workers[0] (min_workers)", low, minimum=1, hint=hint)
+        _check_int("ScalingConfig.num_workers[1] (max_workers)", high, minimum=1, hint=hint)
+        if low > high:
+            raise ValueError(
+                f"ScalingConfig(num_workers={value!r}): min_workers={low} must be <= "
+                f"max_workers={high}. HINT: num_workers=({high}, {low})"
+            )
+
+    @property
+    def elasticity_enabled(self) -> bool:
+        """Whether ``num_workers`` is a ``(min, max)`` range (Ray V2's name)."""
+        return isinstance(self.num_workers, tuple)
+
+    @property
+    def min_workers(self) -> int:
+        """The fewest workers the run starts with: ``num_workers``, or its minimum."""
+        return self.num_workers[0] if isinstance(self.num_workers, tuple) else self.num_workers
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers the run uses: ``num_workers``, or its maximum."""
+        return self.num_workers[1] if isinstance(self.num_workers, tuple) else self.num_workers
 
     def _check_resources(self) -> None:
         resources = self.resources_per_worker
@@ -107,7 +155,8 @@ class ScalingConfig:
 
     @property
     def total_resources(self) -> dict[str, float]:
-        """The trainer's resources plus every worker's, as Ray V2 sums them.
+        """The trainer's resources plus every worker's, as Ray V2 sums them (with
+        ``max_workers`` workers for an elastic run: an upper bound).
 
         Example:
             >>> ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2}).total_resources
@@ -125,7 +174,7 @@ class ScalingConfig:
             per_worker[f"accelerator_type:{self.accelerator_type}"] = 0.001
         for key, amount in per_worker.items():
             if amount:
-                total[key] = total.get(key, 0.0) + float(amount) * self.num_workers
+                total[key] = total.get(key, 0.0) + float(amount) * self.max_workers
         return total
 
     @property

@@ -22,7 +22,9 @@ from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
+from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
 from lockstep._internal.execution.executor_choice import (
+    capacity_probe,
     choose_executor,
     make_worker_group,
     prepare_executor,
@@ -259,7 +261,7 @@ class DataParallelTrainer:
             progress=Progress(
                 name=self.run_config.name or "",
                 run_uri=run_dir.uri,
-                num_workers=max(1, self.scaling_config.num_workers),
+                num_workers=max(1, self.scaling_config.min_workers),
                 verbose=self.run_config.verbose,
                 metrics=self.run_config.progress_metrics,
                 score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
@@ -269,7 +271,28 @@ class DataParallelTrainer:
             callbacks=self.run_config.callbacks,
             config=dict(self._spec.train_loop_config or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
+            elastic=self._elastic_run(datasets),
         )
+
+    def _elastic_run(self, datasets: dict[str, Any]) -> ElasticRun | None:
+        """For ``num_workers=(min, max)``: the policy, the capacity it reads (this machine
+        or the Ray cluster), and the spec of each size, its datasets split anew."""
+        if not self.scaling_config.elasticity_enabled:
+            return None
+
+        def resize_spec(spec: WorkerGroupSpec, num_workers: int) -> WorkerGroupSpec:
+            shards = self._shards(datasets, num_workers) if datasets else []
+            return replace(spec, num_workers=num_workers, datasets=shards)
+
+        return ElasticRun(
+            policy=create_scaling_policy(self.scaling_config),
+            capacity=capacity_probe(self._executor, self.scaling_config),
+            resize_spec=resize_spec,
+        )
+
+    def _shards(self, datasets: dict[str, Any], num_workers: int) -> list[dict[str, Any]]:
+        """Each of ``num_workers`` workers' datasets."""
+        return (self.dataset_config or DataConfig()).configure(datasets, num_workers)
 
     def _resume_hint(self, run_dir: storage.StorageDir) -> str:
         """How a user continues this run after stopping it."""
@@ -354,12 +377,11 @@ class DataParallelTrainer:
         train_fn: bytes,
         backend_config: BackendConfig | None,
     ) -> WorkerGroupSpec:
-        num_workers = max(1, self.scaling_config.num_workers)
+        num_workers = max(1, self.scaling_config.min_workers)
         shards: list[dict[str, Any]] = []
-        if datasets:
-            # Datasets are immutable descriptions: each attempt splits them afresh.
-            config = self.dataset_config or DataConfig()
-            shards = config.configure(datasets, num_workers)
+        if datasets and not self.scaling_config.elasticity_enabled:
+            # (an elastic run splits them once it knows its size)
+            shards = self._shards(datasets, num_workers)
         backend = (backend_config or BackendConfig()).make_backend()
         _check_backend_picklable(backend)
         return WorkerGroupSpec(

@@ -26,9 +26,36 @@ class TestScalingConfig:
         with pytest.raises(ValueError, match=r"num_workers must be an integer.*HINT"):
             ScalingConfig(num_workers=bad)
 
-    def test_elastic_tuple_is_refused_with_a_hint(self):
-        with pytest.raises(ValueError, match="elastic training is not supported"):
-            ScalingConfig(num_workers=(1, 4))
+    def test_a_min_max_tuple_makes_the_run_elastic(self):
+        config = ScalingConfig(num_workers=(1, 4), resources_per_worker={"CPU": 2})
+        assert config.elasticity_enabled
+        assert (config.min_workers, config.max_workers) == (1, 4)
+        assert config.elastic_resize_monitor_interval_s == 60.0
+        assert config.total_resources == {"CPU": 8.0}  # an upper bound: max_workers
+        fixed = ScalingConfig(num_workers=3)
+        assert not fixed.elasticity_enabled
+        assert (fixed.min_workers, fixed.max_workers) == (3, 3)
+
+    @pytest.mark.parametrize(
+        ("bad", "message"),
+        [
+            ((3, 2), r"min_workers=3 must be <= max_workers=2.*HINT: num_workers=\(2, 3\)"),
+            ((0, 4), r"num_workers\[0\] \(min_workers\) must be >= 1.*HINT"),
+            ((-1, 4), r"min_workers\) must be >= 1.*HINT"),
+            ((1, 2.5), r"num_workers\[1\] \(max_workers\) must be an integer.*HINT"),
+            ((True, 2), r"must be an integer.*HINT"),
+            ((1, 2, 3), r"must be an int or a tuple of two ints.*HINT"),
+            ([1, 4], r"must be an int or a tuple of two ints.*HINT"),
+        ],
+    )
+    def test_a_bad_elastic_range_says_how_to_fix_it(self, bad, message):
+        with pytest.raises(ValueError, match=message):
+            ScalingConfig(num_workers=bad)
+
+    @pytest.mark.parametrize("bad", [-1, "60", None])
+    def test_the_resize_interval_is_non_negative_seconds(self, bad):
+        with pytest.raises(ValueError, match=r"elastic_resize_monitor_interval_s.*HINT"):
+            ScalingConfig(num_workers=(1, 2), elastic_resize_monitor_interval_s=bad)
 
     def test_keyword_only(self):
         with pytest.raises(TypeError):

@@ -1,8 +1,12 @@
 """TrainController: the control loop in the driver, a state machine stepped one transition
 at a time.
 
-    Starting -> Running -> (Restarting -> Starting -> Running)* -> Finished | Errored
+    Starting -> Running -> (Restarting | Resizing -> Starting -> Running)* -> Finished | Errored
     any of the first three -> Stopped, when asked to stop (Ctrl-C)
+
+An elastic run (``num_workers=(min, max)``) asks its scaling policy for each attempt's size
+when starting, and, while running healthy, whether to resize (a restart from the latest
+checkpoint at the new size that counts as no failure).
 
 Each state is a value; :meth:`TrainController.step` carries out one transition. The
 worker group is reached only through its interface, so tests drive the controller with
@@ -34,9 +38,16 @@ from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
+from lockstep._internal.controller.scaling_policy import (
+    ElasticRun,
+    NoopDecision,
+    ResizeDecision,
+    WorkerGroupState,
+)
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
 from lockstep._internal.controller.trial_hooks import TrialHooks
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
+from lockstep._internal.execution.capacity import CapacityChanged
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
@@ -48,6 +59,8 @@ from lockstep._internal.execution.messages import (
 from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGroupSpec
 
 POLL_TIMEOUT_S = 0.25
+# How long an elastic run waits between looks at the capacity while too few workers fit.
+SCHEDULING_WAIT_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +80,14 @@ class Restarting:
 
 
 @dataclasses.dataclass(frozen=True)
+class Resizing:
+    """An elastic run's capacity changed: restart at ``num_workers`` (no failure)."""
+
+    attempt: int
+    num_workers: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Finished:
     pass
 
@@ -83,7 +104,7 @@ class Stopped:
     reason: str
 
 
-State = Starting | Running | Restarting | Finished | Errored | Stopped
+State = Starting | Running | Restarting | Resizing | Finished | Errored | Stopped
 
 
 class TrainController:
@@ -100,8 +121,14 @@ class TrainController:
         callbacks: Sequence[UserCallback | Callback] = (),
         resume_from_checkpoint: Checkpoint | None = None,
         config: dict[str, Any] | None = None,
+        elastic: ElasticRun | None = None,
     ) -> None:
         self._make_worker_group = make_worker_group
+        self._elastic = elastic
+        self._resizes = 0  # restarts for a new size: not failures
+        self._next_size: int | None = None  # decided while running, for the next start
+        self._sized: int | None = None  # the size self._spec was made for (elastic)
+        self._started_at = 0.0
         self._spec = spec
         self._run_record = record
         self._policy = failure_policy
@@ -206,8 +233,12 @@ class TrainController:
             self._stop_group()
             self._progress.restarting(root_cause(state.failures).summary)
             self.state = Starting(attempt=state.attempt + 1)
+        elif isinstance(state, Resizing):
+            self.state = self._resize(state)
 
     def _start(self, state: Starting) -> State:
+        if self._elastic is not None and not self._schedule():
+            return state  # too few workers fit: wait, and look again
         self._settle_uploads()  # into the previous attempt's staging directory
         self._staging_dir = self._run_record.start_attempt(state.attempt)
         self._steps = StepAggregator(self._spec.num_workers)
@@ -224,10 +255,57 @@ class TrainController:
         try:
             self._backend_hooks("on_start", "on_training_start")
             self._group.start(spec)
+        except CapacityChanged:
+            self._stop_group()  # a node left while the workers were placed: size again
+            return state
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
+        self._started_at = time.monotonic()
         self._progress.workers_started()
         return Running(attempt=state.attempt)
+
+    def _schedule(self) -> bool:
+        """An elastic run's size for the attempt starting now: the one decided while the
+        last attempt ran (a resize), or what fits now. False while too few fit."""
+        assert self._elastic is not None
+        size, self._next_size = self._next_size, None
+        if size is None:
+            capacity = self._elastic.capacity
+            decision = self._elastic.policy.make_decision_for_non_running_worker_group(
+                lambda: capacity(None)
+            )
+            if isinstance(decision, NoopDecision):
+                time.sleep(SCHEDULING_WAIT_S)
+                return False
+            assert isinstance(decision, ResizeDecision)
+            size = decision.num_workers
+        if size != self._sized:
+            self._spec = self._elastic.resize_spec(self._spec, size)
+            self._sized = size
+            self._progress.resized(size)
+        return True
+
+    def _check_size(self, state: Running) -> State:
+        """Whether a healthy elastic run should restart at a new size (checked every
+        ``elastic_resize_monitor_interval_s``)."""
+        assert self._elastic is not None
+        capacity, group = self._elastic.capacity, self._group
+        decision = self._elastic.policy.make_decision_for_running_worker_group(
+            WorkerGroupState(num_workers=self._spec.num_workers, start_time=self._started_at),
+            lambda: capacity(group),
+        )
+        if isinstance(decision, ResizeDecision):
+            return Resizing(attempt=state.attempt, num_workers=decision.num_workers)
+        return state
+
+    def _resize(self, state: Resizing) -> State:
+        """Stop the workers and start again, from the latest committed checkpoint, at the
+        new size. Ray counts no failure for this; neither does lockstep."""
+        self._stop_group()
+        self._resizes += 1
+        self._next_size = state.num_workers
+        self._progress.resizing(self._spec.num_workers, state.num_workers)
+        return Starting(attempt=state.attempt + 1)
 
     def _poll(self, state: Running) -> State:
         assert self._group is not None
@@ -245,6 +323,8 @@ class TrainController:
             return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
+        if self._elastic is not None:
+            return self._check_size(state)
         return state
 
     def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
@@ -402,7 +482,8 @@ class TrainController:
         self._run_record.record_failure()
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
-        if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
+        restarts = attempt - self._resizes  # a resize is no failure
+        if self._policy.decide(self._failures, num_restarts=restarts) is FailureDecision.RESTART:
             return Restarting(attempt=attempt, failures=dict(self._failures))
         return Errored(
             TrainingFailedError.from_failures(

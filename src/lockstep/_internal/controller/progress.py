@@ -201,6 +201,15 @@ class Progress:
             self._print(f"iter {iteration}: {format_metrics(metrics, names)}{saved}")
         self.refresh()
 
+    def resized(self, num_workers: int) -> None:
+        """An elastic run's attempts now have ``num_workers`` workers."""
+        self._num_workers = num_workers
+
+    def resizing(self, old: int, new: int) -> None:
+        """An elastic run restarts from ``old`` to ``new`` workers (capacity changed)."""
+        self._alive = 0
+        self._print_event(f"resizing from {old} to {new} workers: the capacity changed")
+
     def restarting(self, summary: str) -> None:
         self._restarts += 1
         self._alive = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Callable
 
 from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
@@ -54,12 +55,40 @@ def check_local_resources(scaling: ScalingConfig, executor: str) -> None:
     has, and fail when they need GPUs it does not have."""
     if executor == "ray":
         return
-    _warn_cpu_oversubscription(scaling)
     _check_gpus(scaling)
+    if scaling.elasticity_enabled:
+        check_elastic_fits(scaling)
+    else:
+        _warn_cpu_oversubscription(scaling)
+
+
+def check_elastic_fits(scaling: ScalingConfig) -> int:
+    """How many workers of an elastic run this machine holds (at most ``max_workers``);
+    raises when fewer than ``min_workers`` fit: a machine's CPUs do not grow, so waiting
+    for them (as on a Ray cluster) would be forever."""
+    from lockstep._internal.execution.capacity import (
+        count_workers,
+        local_capacity,
+        worker_resources,
+    )
+
+    nodes = local_capacity(scaling)
+    per_worker = worker_resources(scaling)
+    fits = count_workers(nodes, per_worker, at_most=scaling.max_workers)
+    if fits < scaling.min_workers:
+        have = ", ".join(f"{k}: {v:g}" for k, v in nodes[0].items() if k in per_worker)
+        raise ValueError(
+            f"ScalingConfig(num_workers={scaling.num_workers!r}) needs at least "
+            f"{scaling.min_workers} workers of {per_worker}, but this machine holds {fits} "
+            f"({have}). HINT: lower min_workers to {max(1, fits)}, ask for fewer resources "
+            "per worker, or run on a Ray cluster (executor='ray'), where the run waits "
+            "for nodes to join"
+        )
+    return fits
 
 
 def _warn_cpu_oversubscription(scaling: ScalingConfig) -> None:
-    workers = max(1, scaling.num_workers)
+    workers = max(1, scaling.min_workers)
     asked, have = workers * scaling.num_cpus_per_worker, usable_cpus()
     if asked > have:
         warnings.warn(
@@ -88,7 +117,7 @@ def _check_gpus(scaling: ScalingConfig) -> None:
             f'resources_per_worker "GPU": {per_worker} cannot split this machine\'s GPUs '
             "evenly. HINT: give each worker 1, 2, ... GPUs, or a share of one: 0.5, 0.25, ..."
         )
-    workers = max(1, scaling.num_workers)
+    workers = max(1, scaling.min_workers)
     need, have = gpus.needed(workers, per_worker), len(gpus.visible_gpus())
     if have == 0:
         raise ValueError(
@@ -117,6 +146,18 @@ def make_worker_group(executor: str, scaling: ScalingConfig) -> WorkerGroup:
     from lockstep._internal.execution.worker_group.ray import RayWorkerGroup
 
     return RayWorkerGroup(scaling)
+
+
+def capacity_probe(
+    executor: str, scaling: ScalingConfig
+) -> Callable[[WorkerGroup | None], list[dict[str, float]]]:
+    """What an elastic run reads its capacity from: this machine, or the Ray cluster
+    (where the running group's own resources count as room too)."""
+    from lockstep._internal.execution import capacity
+
+    if executor == "ray":
+        return capacity.ray_capacity
+    return lambda group: capacity.local_capacity(scaling)
 
 
 def prepare_executor(scaling: ScalingConfig, executor: str) -> None:

@@ -38,6 +38,12 @@ from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._internal.execution.capacity import (
+    CapacityChanged,
+    count_workers,
+    ray_capacity,
+    worker_resources,
+)
 from lockstep._internal.execution.messages import Stop, WorkerStart
 from lockstep._internal.execution.stack import users_frame
 from lockstep._internal.execution.worker_group.base import (
@@ -52,6 +58,8 @@ _CONNECT_TIMEOUT_S = 120.0
 # How long a connecting peer has to pass the key check: one that stays silent must not
 # hold up the workers queued behind it.
 _HANDSHAKE_TIMEOUT_S = 10.0
+# How often an elastic run, while its workers are placed, checks that they still fit.
+_ELASTIC_PLACEMENT_CHECK_S = 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -98,17 +106,7 @@ def connect() -> None:
 
 def bundle(scaling: ScalingConfig) -> dict[str, float]:
     """One worker's resources, as a placement-group bundle."""
-    resources = {"CPU": scaling.num_cpus_per_worker, "GPU": scaling.num_gpus_per_worker}
-    resources.update(
-        {
-            k: float(v)
-            for k, v in (scaling.resources_per_worker or {}).items()
-            if k not in ("CPU", "GPU")
-        }
-    )
-    if scaling.accelerator_type is not None:
-        resources[f"accelerator_type:{scaling.accelerator_type}"] = 0.001
-    return {k: v for k, v in resources.items() if v > 0}
+    return worker_resources(scaling)
 
 
 def check_cluster(scaling: ScalingConfig) -> None:
@@ -118,7 +116,7 @@ def check_cluster(scaling: ScalingConfig) -> None:
     connect()
     total = ray.cluster_resources()
     need = bundle(scaling)
-    workers = max(1, scaling.num_workers)
+    workers = max(1, scaling.min_workers)
     if need.get("GPU", 0) > 0 and total.get("GPU", 0) == 0:
         raise ValueError(
             f"use_gpu=True but the Ray cluster has no GPU ({workers} workers of {need} "
@@ -161,13 +159,7 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self._pg = placement_group(
             [bundle(self._scaling)] * n, strategy=self._scaling.placement_strategy
         )
-        try:
-            ray.get(self._pg.ready(), timeout=_PLACEMENT_TIMEOUT_S)
-        except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
-                f"the Ray cluster did not fit {n} workers of {bundle(self._scaling)} "
-                f"({self._scaling.placement_strategy}) within {_PLACEMENT_TIMEOUT_S:.0f} s"
-            ) from None
+        self._wait_for_placement(n)
         actor_class = ray.remote(_RayWorker)
         actors: list[Any] = [
             actor_class.options(
@@ -189,6 +181,42 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self._actors = {rank: actors[i] for rank, i in enumerate(order)}
         self._info = {rank: infos[i] for rank, i in enumerate(order)}
         return {rank: self._context(spec, rank, nodes) for rank in range(n)}
+
+    def _wait_for_placement(self, n: int) -> None:
+        """Wait until the cluster holds the placement group. An elastic run waits in
+        short slices and gives up as soon as fewer than ``n`` workers fit (a node left
+        after the size was decided): it then decides the size again."""
+        assert self._pg is not None
+        deadline = time.monotonic() + _PLACEMENT_TIMEOUT_S
+        slice_s = _ELASTIC_PLACEMENT_CHECK_S if self._scaling.elasticity_enabled else None
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ray.get(self._pg.ready(), timeout=min(left, slice_s or left))
+                return
+            except ray.exceptions.GetTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"the Ray cluster did not fit {n} workers of {bundle(self._scaling)} "
+                        f"({self._scaling.placement_strategy}) within "
+                        f"{_PLACEMENT_TIMEOUT_S:.0f} s"
+                    ) from None
+            fits = count_workers(ray_capacity(), bundle(self._scaling), at_most=n)
+            if fits < n:
+                remove_placement_group(self._pg)
+                self._pg = None
+                raise CapacityChanged(
+                    f"the Ray cluster now holds {fits} of the {n} workers being started"
+                )
+
+    def held_resources(self) -> dict[str, dict[str, float]]:
+        """The resources this group's workers hold, by node id (none once stopped)."""
+        held: dict[str, dict[str, float]] = {}
+        for info in self._info.values():
+            node = held.setdefault(info.node_id, {})
+            for key, amount in bundle(self._scaling).items():
+                node[key] = node.get(key, 0.0) + amount
+        return held
 
     def _context(self, spec: WorkerGroupSpec, rank: int, nodes: list[str]) -> TrainContext:
         info = self._info[rank]
