@@ -107,7 +107,7 @@ def _is_scaling(spec: Any) -> bool:
 
 
 def _scaling_resources(scaling: ScalingConfig) -> dict[str, float]:
-    workers = max(1, scaling.num_workers)
+    workers = max(1, scaling.min_workers)  # an elastic trial is admitted at its minimum
     return {
         "CPU": workers * scaling.num_cpus_per_worker,
         "GPU": workers * scaling.num_gpus_per_worker,

@@ -82,7 +82,7 @@ def ray_capacity(group: Any = None) -> list[NodeResources]:
     from lockstep._internal.execution.worker_group.ray import connect
 
     connect()
-    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
     held = group.held_resources() if hasattr(group, "held_resources") else {}
     nodes = []
     for node_id, available in _available_per_node().items():
@@ -99,4 +99,4 @@ def _available_per_node() -> dict[str, dict[str, float]]:
     """What each node has free now, by node id (Ray's own per-node view of the GCS)."""
     from ray._private import state
 
-    return dict(state.available_resources_per_node())
+    return dict(state.available_resources_per_node())  # type: ignore[no-untyped-call]

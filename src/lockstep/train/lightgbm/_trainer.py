@@ -121,7 +121,7 @@ class LightGBMTrainer(GBDTTrainer):
     def _classic_params(self, params: dict[str, Any]) -> dict[str, Any]:
         set_default(params, _THREAD_PARAMS, worker_threads(self.scaling_config))
         set_default(params, _VERBOSITY_PARAMS, 0)  # warnings, not LightGBM's info lines
-        if self.scaling_config.num_workers > 1:
+        if self.scaling_config.max_workers > 1:
             set_default(params, _LEARNER_PARAMS, "data")
             params["pre_partition"] = True  # each worker holds its own shard
         return params

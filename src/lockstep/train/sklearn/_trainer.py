@@ -295,10 +295,10 @@ def _check_cv(cv: Any) -> Any:
 
 
 def _one_worker(scaling: ScalingConfig) -> ScalingConfig:
-    if scaling.num_workers > 1:
+    if scaling.max_workers > 1:
         raise ValueError(
             f"SklearnTrainer fits in one worker (scikit-learn is not distributed), but "
-            f"num_workers={scaling.num_workers}. HINT: num_workers=1, and give the worker "
+            f"num_workers={scaling.num_workers!r}. HINT: num_workers=1, and give the worker "
             "more CPUs with resources_per_worker={'CPU': n}"
         )
     return scaling
