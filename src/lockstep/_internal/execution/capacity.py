@@ -5,14 +5,14 @@ fits. Here the resources are measured, never decided upon: the scaling policy (i
 controller) turns them into a size.
 
 Capacity is a list with one dict of resources per node (``[{"CPU": 4.0, "GPU": 1.0}]``):
-workers do not span nodes, so each node is counted on its own.
+workers do not span nodes, so each node is counted on its own. Each executor measures its
+own: ``executor_choice.local_capacity`` (this machine), ``worker_group.ray.ray_capacity``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from lockstep._core.config import ScalingConfig
 
@@ -58,45 +58,3 @@ def count_workers(
         # a small tolerance: 1.0 / 0.1 is 9.999... in floating point
         total += min(math.floor(node.get(k, 0.0) / v + 1e-9) for k, v in needed.items())
     return min(total, at_most)
-
-
-def local_capacity(scaling: ScalingConfig) -> list[NodeResources]:
-    """This machine, as one node: the CPUs this process may run on and the GPUs it sees.
-    Resources other than CPU and GPU are Ray's alone, and do not limit local workers."""
-    from lockstep._internal.execution.executor_choice import usable_cpus
-    from lockstep._internal.execution.worker_group.process import gpus
-
-    node: NodeResources = {"CPU": float(usable_cpus())}
-    if scaling.num_gpus_per_worker > 0:
-        node["GPU"] = float(len(gpus.visible_gpus()))
-    for key in worker_resources(scaling):
-        node.setdefault(key, math.inf)
-    return [node]
-
-
-def ray_capacity(group: Any = None) -> list[NodeResources]:
-    """Each live Ray node's available resources, plus what ``group`` (a running
-    RayWorkerGroup) holds on it: the room the run would have if it started again."""
-    import ray
-
-    from lockstep._internal.execution.worker_group.ray import connect
-
-    connect()
-    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
-    held = group.held_resources() if hasattr(group, "held_resources") else {}
-    nodes = []
-    for node_id, available in _available_per_node().items():
-        if node_id not in alive:
-            continue
-        node = {k: float(v) for k, v in available.items()}
-        for key, amount in held.get(node_id, {}).items():
-            node[key] = node.get(key, 0.0) + amount
-        nodes.append(node)
-    return nodes
-
-
-def _available_per_node() -> dict[str, dict[str, float]]:
-    """What each node has free now, by node id (Ray's own per-node view of the GCS)."""
-    from ray._private import state
-
-    return dict(state.available_resources_per_node())  # type: ignore[no-untyped-call]

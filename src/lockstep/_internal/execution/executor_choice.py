@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -66,11 +67,7 @@ def check_elastic_fits(scaling: ScalingConfig) -> int:
     """How many workers of an elastic run this machine holds (at most ``max_workers``);
     raises when fewer than ``min_workers`` fit: a machine's CPUs do not grow, so waiting
     for them (as on a Ray cluster) would be forever."""
-    from lockstep._internal.execution.capacity import (
-        count_workers,
-        local_capacity,
-        worker_resources,
-    )
+    from lockstep._internal.execution.capacity import count_workers, worker_resources
 
     nodes = local_capacity(scaling)
     per_worker = worker_resources(scaling)
@@ -153,11 +150,24 @@ def capacity_probe(
 ) -> Callable[[WorkerGroup | None], list[dict[str, float]]]:
     """What an elastic run reads its capacity from: this machine, or the Ray cluster
     (where the running group's own resources count as room too)."""
-    from lockstep._internal.execution import capacity
-
     if executor == "ray":
-        return capacity.ray_capacity
-    return lambda group: capacity.local_capacity(scaling)
+        from lockstep._internal.execution.worker_group.ray import ray_capacity
+
+        return ray_capacity
+    return lambda group: local_capacity(scaling)
+
+
+def local_capacity(scaling: ScalingConfig) -> list[dict[str, float]]:
+    """This machine, as one node: the CPUs this process may run on and the GPUs it sees.
+    Resources other than CPU and GPU are Ray's alone, and do not limit local workers."""
+    from lockstep._internal.execution.capacity import worker_resources
+
+    node = {"CPU": float(usable_cpus())}
+    if scaling.num_gpus_per_worker > 0:
+        node["GPU"] = float(len(gpus.visible_gpus()))
+    for key in worker_resources(scaling):
+        node.setdefault(key, math.inf)
+    return [node]
 
 
 def prepare_executor(scaling: ScalingConfig, executor: str) -> None:

@@ -40,8 +40,8 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.capacity import (
     CapacityChanged,
+    NodeResources,
     count_workers,
-    ray_capacity,
     worker_resources,
 )
 from lockstep._internal.execution.messages import Stop, WorkerStart
@@ -107,6 +107,30 @@ def connect() -> None:
 def bundle(scaling: ScalingConfig) -> dict[str, float]:
     """One worker's resources, as a placement-group bundle."""
     return worker_resources(scaling)
+
+
+def ray_capacity(group: object = None) -> list[NodeResources]:
+    """Each live Ray node's available resources, plus what ``group`` (a running
+    RayWorkerGroup) holds on it: the room the run would have if it started again."""
+    connect()
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+    held = group.held_resources() if isinstance(group, RayWorkerGroup) else {}
+    nodes = []
+    for node_id, available in _available_per_node().items():
+        if node_id not in alive:
+            continue
+        node = {k: float(v) for k, v in available.items()}
+        for key, amount in held.get(node_id, {}).items():
+            node[key] = node.get(key, 0.0) + amount
+        nodes.append(node)
+    return nodes
+
+
+def _available_per_node() -> dict[str, dict[str, float]]:
+    """What each node has free now, by node id (Ray's own per-node view of the GCS)."""
+    from ray._private import state
+
+    return dict(state.available_resources_per_node())  # type: ignore[no-untyped-call]
 
 
 def check_cluster(scaling: ScalingConfig) -> None:
