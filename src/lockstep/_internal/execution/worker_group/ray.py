@@ -59,7 +59,7 @@ _CONNECT_TIMEOUT_S = 120.0
 # hold up the workers queued behind it.
 _HANDSHAKE_TIMEOUT_S = 10.0
 # How often an elastic run, while its workers are placed, checks that they still fit.
-_ELASTIC_PLACEMENT_CHECK_S = 2.0
+_ELASTIC_CHECK_S = 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -211,27 +211,28 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         short slices and gives up as soon as fewer than ``n`` workers fit (a node left
         after the size was decided): it then decides the size again."""
         assert self._pg is not None
+        elastic = self._scaling.elasticity_enabled
         deadline = time.monotonic() + _PLACEMENT_TIMEOUT_S
-        slice_s = _ELASTIC_PLACEMENT_CHECK_S if self._scaling.elasticity_enabled else None
-        while True:
-            left = deadline - time.monotonic()
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                ray.get(self._pg.ready(), timeout=min(left, slice_s or left))
+                ray.get(self._pg.ready(), timeout=min(left, _ELASTIC_CHECK_S) if elastic else left)
                 return
             except ray.exceptions.GetTimeoutError:
-                if time.monotonic() >= deadline:
-                    raise RuntimeError(
-                        f"the Ray cluster did not fit {n} workers of {bundle(self._scaling)} "
-                        f"({self._scaling.placement_strategy}) within "
-                        f"{_PLACEMENT_TIMEOUT_S:.0f} s"
-                    ) from None
-            fits = count_workers(ray_capacity(), bundle(self._scaling), at_most=n)
-            if fits < n:
-                remove_placement_group(self._pg)
-                self._pg = None
-                raise CapacityChanged(
-                    f"the Ray cluster now holds {fits} of the {n} workers being started"
-                )
+                pass
+            if elastic:
+                self._check_still_fits(n)
+        raise RuntimeError(
+            f"the Ray cluster did not fit {n} workers of {bundle(self._scaling)} "
+            f"({self._scaling.placement_strategy}) within {_PLACEMENT_TIMEOUT_S:.0f} s"
+        )
+
+    def _check_still_fits(self, n: int) -> None:
+        assert self._pg is not None
+        fits = count_workers(ray_capacity(), bundle(self._scaling), at_most=n)
+        if fits < n:
+            remove_placement_group(self._pg)
+            self._pg = None
+            raise CapacityChanged(f"the Ray cluster now holds {fits} of the {n} workers")
 
     def held_resources(self) -> dict[str, dict[str, float]]:
         """The resources this group's workers hold, by node id (none once stopped)."""
