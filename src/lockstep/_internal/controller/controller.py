@@ -323,8 +323,8 @@ class TrainController:
             return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
-        if self._elastic is not None:
-            return self._check_size(state)
+        if self._elastic is not None and not self._return_values:
+            return self._check_size(state)  # (never once a rank has returned: it is ending)
         return state
 
     def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
