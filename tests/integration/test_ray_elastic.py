@@ -18,7 +18,7 @@ from lockstep.train import (
 
 from .test_elastic import ROWS, train_until_resized
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.usefixtures("ray_connected")]
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
 # Each worker needs one slot, and only the worker nodes have slots: the head holds none.
 SLOT = {"elastic_slot": 1}
@@ -55,6 +55,7 @@ class NodeEvents(UserCallback):
                 raise AssertionError(f"the run ended before it reported at world size {size}")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_config):
     import ray
@@ -108,3 +109,11 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
     epochs = result.metrics_dataframe["epoch"].tolist()
     assert epochs == list(range(len(epochs)))  # every restart resumed from the last checkpoint
     assert ray.is_initialized()
+
+
+def test_a_min_the_cluster_cannot_hold_now_is_a_warning_that_the_run_waits():
+    with pytest.warns(UserWarning, match=r"cannot hold 9 workers.*the run waits until they fit"):
+        DataParallelTrainer(
+            train_until_resized,
+            scaling_config=ScalingConfig(num_workers=(9, 12), executor="ray"),
+        )

@@ -157,10 +157,15 @@ def check_cluster(scaling: ScalingConfig) -> None:
             f"{k}: {want:g} asked, {have:g} in the cluster"
             for k, (want, have) in sorted(short.items())
         )
+        # an elastic run waits for its min_workers as long as it takes, as Ray's does
+        wait = (
+            "the run waits until they fit"
+            if scaling.elasticity_enabled
+            else f"they wait up to {_PLACEMENT_TIMEOUT_S:.0f} s for it to grow"
+        )
         warnings.warn(
-            f"the Ray cluster cannot hold {workers} workers of {need} now ({detail}); they "
-            f"wait up to {_PLACEMENT_TIMEOUT_S:.0f} s for it to grow. HINT: ask for fewer "
-            "workers or resources, or add nodes to the cluster",
+            f"the Ray cluster cannot hold {workers} workers of {need} now ({detail}); "
+            f"{wait}. HINT: ask for fewer workers or resources, or add nodes to the cluster",
             stacklevel=users_frame(),
         )
 
