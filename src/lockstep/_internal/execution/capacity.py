@@ -55,6 +55,13 @@ def count_workers(
         return at_most  # workers that need nothing: as many as asked for
     total = 0
     for node in nodes:
-        # a small tolerance: 1.0 / 0.1 is 9.999... in floating point
-        total += min(math.floor(node.get(k, 0.0) / v + 1e-9) for k, v in needed.items())
+        total += min(_times(node.get(k, 0.0), v, at_most) for k, v in needed.items())
     return min(total, at_most)
+
+
+def _times(have: float, need: float, at_most: int) -> int:
+    """How many times ``need`` fits in ``have`` (an unlimited ``have``: ``at_most``)."""
+    if math.isinf(have):
+        return at_most
+    # a small tolerance: 1.0 / 0.1 is 9.999... in floating point
+    return math.floor(have / need + 1e-9)
