@@ -97,6 +97,7 @@ def test_unsupervised_estimator_without_label(tmp_path):
     [
         ({"estimator": RandomForestClassifier}, "estimator instance"),
         ({"scaling_config": ScalingConfig(num_workers=2)}, "fits in one worker.*HINT"),
+        ({"scaling_config": ScalingConfig(num_workers=(1, 2))}, r"\(1, 2\).*HINT"),
         ({"datasets": {"valid": None}}, r"fits on datasets\['train'\].*\['valid'\]"),
         ({"label_column": "label"}, r"'label' is not a column of datasets\['train'\]"),
         ({"scoring": 3}, "scoring must be"),
