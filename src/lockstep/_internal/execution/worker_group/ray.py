@@ -113,7 +113,7 @@ def ray_capacity(group: object = None) -> list[NodeResources]:
     """Each live Ray node's available resources, plus what ``group`` (a running
     RayWorkerGroup) holds on it: the room the run would have if it started again."""
     connect()
-    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
     held = group.held_resources() if isinstance(group, RayWorkerGroup) else {}
     nodes = []
     for node_id, available in _available_per_node().items():
@@ -130,7 +130,7 @@ def _available_per_node() -> dict[str, dict[str, float]]:
     """What each node has free now, by node id (Ray's own per-node view of the GCS)."""
     from ray._private import state
 
-    return dict(state.available_resources_per_node())  # type: ignore[no-untyped-call]
+    return dict(state.available_resources_per_node())
 
 
 def check_cluster(scaling: ScalingConfig) -> None:
