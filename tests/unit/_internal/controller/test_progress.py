@@ -61,6 +61,23 @@ def test_summary_names_the_best_checkpoint_and_how_to_see_the_run():
     ]
 
 
+def test_an_elastic_resize_is_said_and_the_next_start_shows_the_new_size():
+    p, out = progress()
+    p.start(resumed_from=None)
+    p.resized(4)  # the first size: nothing to say yet
+    p.starting(0)
+    p.workers_started()
+    p.resizing(4, 1)
+    p.resized(1)
+    p.starting(1)
+    lines = out.getvalue().splitlines()
+    assert lines[1:3] == ["[lockstep] starting 4 workers ...", lines[2]]
+    assert lines[-2:] == [
+        "[lockstep] resizing from 4 to 1 workers: the capacity changed",
+        "[lockstep] starting 1 worker ...",
+    ]
+
+
 def test_total_gives_iterations_out_of_it_and_an_eta():
     p, out = progress(total=10)
     p.start(resumed_from=None)
