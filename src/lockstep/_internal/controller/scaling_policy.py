@@ -129,8 +129,20 @@ class ElasticScalingPolicy(ScalingPolicy):
         """How many workers ``nodes`` hold, at most ``max_workers``."""
         return count_workers(nodes, self._per_worker, at_most=self.scaling_config.max_workers)
 
+    def _measure(self, capacity: Capacity) -> int | None:
+        """The count that fits; None (decide nothing) when the cluster cannot be asked
+        now, as Ray does: a passing network or GCS hiccup must not end a healthy run."""
+        try:
+            nodes = capacity()
+        except Exception as exc:
+            logger.warning("could not read the cluster's resources (%s); not resizing", exc)
+            return None
+        return self.count_possible_workers(nodes)
+
     def make_decision_for_non_running_worker_group(self, capacity: Capacity) -> ScalingDecision:
-        num_workers = self.count_possible_workers(capacity())
+        num_workers = self._measure(capacity)
+        if num_workers is None:
+            return NoopDecision()
         if num_workers < self.scaling_config.min_workers:
             now = self._clock()
             since = now - self._latest_insufficient_workers_warning_time
@@ -155,9 +167,10 @@ class ElasticScalingPolicy(ScalingPolicy):
         if now - latest < self.scaling_config.elastic_resize_monitor_interval_s:
             return NoopDecision()
         self._latest_monitor_time = now
-        num_workers = self.count_possible_workers(capacity())
+        num_workers = self._measure(capacity)
         if (
-            num_workers == worker_group_state.num_workers
+            num_workers is None
+            or num_workers == worker_group_state.num_workers
             or num_workers < self.scaling_config.min_workers
         ):
             return NoopDecision()

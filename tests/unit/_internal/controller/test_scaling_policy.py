@@ -147,3 +147,14 @@ def test_fractional_and_custom_resources_are_counted():
 def test_workers_that_need_nothing_fit_up_to_max():
     policy = elastic(low=1, high=4, resources={"CPU": 0}, use_gpu=False)
     assert policy.count_possible_workers([{"CPU": 1}]) == 4
+
+
+def test_a_cluster_that_cannot_be_asked_now_changes_nothing(caplog):
+    def unreachable():
+        raise ConnectionError("GCS unavailable")
+
+    policy = elastic(interval=0.0)
+    state = WorkerGroupState(num_workers=4, start_time=1000.0)
+    assert policy.make_decision_for_running_worker_group(state, unreachable) == NoopDecision()
+    assert policy.make_decision_for_non_running_worker_group(unreachable) == NoopDecision()
+    assert "GCS unavailable" in caplog.text
