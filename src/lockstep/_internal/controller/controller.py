@@ -2,7 +2,11 @@
 at a time.
 
     Starting -> Running -> (Restarting -> Starting -> Running)* -> Finished | Errored
-    any of the first three -> Stopped, when asked to stop (Ctrl-C)
+    any of the first three -> Stopped, when asked to stop (Ctrl-C, SIGTERM)
+
+A preemption (SIGTERM or Ctrl-C to the driver, a drained Ray node) first tells the
+workers and waits, in Running, for their next report or its deadline (see
+``preemption.py``); then the run stops, or, for a drained node, restarts.
 
 Each state is a value; :meth:`TrainController.step` carries out one transition. The
 worker group is reached only through its interface, so tests drive the controller with
@@ -32,6 +36,7 @@ from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
+from lockstep._internal.controller.preemption import Drain, Notice, driver_notice_info
 from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
 from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
@@ -40,6 +45,7 @@ from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
+    Preempted,
     Report,
     Returned,
     StepDone,
@@ -127,6 +133,8 @@ class TrainController:
         self._hooks = TrialHooks(tune_callbacks, trial, time_offset=time_offset)
         self._uploads = Uploads(spec.run_dir.upload_dir)
         self._stop_reason: str | None = None
+        self._notice: Notice | None = None  # a stop asked for by a signal, not acted on yet
+        self._drain: Drain | None = None
         self.state: State = Starting(attempt=0)
 
     def request_stop(self, reason: str) -> None:
@@ -136,6 +144,17 @@ class TrainController:
         Safe to call from a signal handler: it only records the request.
         """
         self._stop_reason = reason
+
+    def request_preemption(self, reason: str) -> None:
+        """Stop gracefully: the workers are told (``get_preemption_info()``), their next
+        report may commit one more checkpoint, then they are stopped (by
+        ``FailureConfig.preemption_deadline_s`` from now at the latest) and the run can
+        be continued. What SIGTERM and the first Ctrl-C do.
+
+        Safe to call from a signal handler: it only records the request.
+        """
+        if self._notice is None:
+            self._notice = Notice(reason, time.time())
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise).
@@ -160,7 +179,10 @@ class TrainController:
             resumed_from=resumed, iteration=self._run_record.state.training_iteration
         )
         error: BaseException | None = None
-        with interrupts.stop_on_sigint(self.request_stop):
+        with (
+            interrupts.stop_on_sigint(self.request_preemption),
+            interrupts.stop_on_sigterm(self.request_preemption),
+        ):
             try:
                 self._hooks.start()
                 yield from self._run_to_the_end()
@@ -198,6 +220,11 @@ class TrainController:
         state = self.state
         if self._stop_reason is not None and not isinstance(state, Finished | Errored):
             self.state = Stopped(self._stop_reason)
+        elif self._notice is not None and not isinstance(state, Running):
+            # no workers to tell: stop at once
+            self.state = Stopped(self._notice.reason)
+        elif isinstance(state, Running) and (self._notice or self._drain or self._node_drain()):
+            self.state = self._poll_draining(state)
         elif isinstance(state, Starting):
             self.state = self._start(state)
         elif isinstance(state, Running):
@@ -207,7 +234,47 @@ class TrainController:
             self._progress.restarting(root_cause(state.failures).summary)
             self.state = Starting(attempt=state.attempt + 1)
 
+    def _node_drain(self) -> bool:
+        """Whether a node of the group is being drained (on Ray; checked at most every
+        few seconds by the group); if so, the workers are told."""
+        notice = getattr(self._group, "preemption_notice", None)  # optional in a group
+        info = notice() if notice is not None else None
+        if info is None:
+            return False
+        if info.deadline_ms is None:
+            deadline_s = self._policy.preemption_deadline_s
+            info = dataclasses.replace(info, deadline_ms=int((time.time() + deadline_s) * 1000))
+        self._tell_workers(info, stops_run=False)
+        return True
+
+    def _tell_workers(self, info: Any, *, stops_run: bool) -> Drain:
+        assert self._group is not None
+        self._drain = Drain(info, stops_run=stops_run, num_steps=self._steps.num_steps)
+        self._group.notify(Preempted(info))
+        self._progress.notice(f"preempted ({info.reason}): stopping after the next report")
+        return self._drain
+
+    def _poll_draining(self, state: Running) -> State:
+        """Running while a preemption drains: the run stops (a stop of the driver) or
+        restarts (a drained node) once the workers' next report is recorded, or at the
+        deadline; a failure meanwhile ends the drain at once, the same way."""
+        drain = self._drain
+        if drain is None:
+            assert self._notice is not None
+            info = driver_notice_info(
+                self._notice, self._policy.preemption_deadline_s, self._spec.num_workers
+            )
+            drain = self._tell_workers(info, stops_run=True)
+        next_state = self._poll(state)
+        if drain.stops_run and isinstance(next_state, Running | Restarting):
+            if isinstance(next_state, Restarting) or drain.done(self._steps.num_steps):
+                return Stopped(drain.info.reason)
+        elif isinstance(next_state, Running) and drain.done(self._steps.num_steps):
+            return self._on_failures(state.attempt, drain.failures(self._spec.num_workers))
+        return next_state
+
     def _start(self, state: Starting) -> State:
+        self._drain = None  # a drained node's: the new group runs elsewhere
         self._settle_uploads()  # into the previous attempt's staging directory
         self._staging_dir = self._run_record.start_attempt(state.attempt)
         self._steps = StepAggregator(self._spec.num_workers)
@@ -399,10 +466,17 @@ class TrainController:
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
-        self._run_record.record_failure()
+        # While a node drains, what fails (the node going away with its workers) is the
+        # preemption: a restart counted against max_preemption_failures.
+        preempted = self._drain is not None and not self._drain.stops_run
+        count = self._run_record.record_failure(preempted=preempted)
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
-        if self._policy.decide(self._failures, num_restarts=attempt) is FailureDecision.RESTART:
+        if preempted:
+            decision = self._policy.decide_preemption(num_restarts=count - 1)
+        else:
+            decision = self._policy.decide(self._failures, num_restarts=count - 1)
+        if decision is FailureDecision.RESTART:
             return Restarting(attempt=attempt, failures=dict(self._failures))
         return Errored(
             TrainingFailedError.from_failures(

@@ -46,6 +46,9 @@ class RunRecord:
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
+        # The restart budgets count this driver's failures (as Ray's do), the state every one.
+        state = checkpoints.state
+        self._counted_before = (state.num_failures, state.num_preemptions)
         if last is not None:
             # Steps logged after the last snapshot (steps without a checkpoint, a crash
             # between them) keep their numbers: rows are numbered 1..N, each once.
@@ -233,9 +236,16 @@ class RunRecord:
         checkpoint to the workers (``record_step`` does it for a step with one)."""
         self._run_log.sync()
 
-    def record_failure(self) -> None:
-        """The worker group failed (once, however many of its workers did)."""
-        self.state.num_failures += 1
+    def record_failure(self, *, preempted: bool = False) -> int:
+        """The worker group failed (once, however many of its workers did), or was
+        preempted; return how many times it did so (of that kind) under this driver: the
+        one count the failure policy decides on."""
+        state = self.state
+        if preempted:
+            state.num_preemptions += 1
+            return state.num_preemptions - self._counted_before[1]
+        state.num_failures += 1
+        return state.num_failures - self._counted_before[0]
 
     def close(
         self,
