@@ -306,6 +306,8 @@ class TrainController:
                 self._handle(event, failures)
             except ReportCountMismatch as exc:
                 failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+            except storage.CheckpointWriteError as exc:
+                failures.setdefault(0, _storage_failure(exc))
         self._progress.refresh()
         if failures:
             self._await_root_cause(failures)
@@ -452,7 +454,11 @@ class TrainController:
             if done.error is not None:
                 failures[0] = _upload_failure(done.error)
                 continue
-            checkpoint = self._commit(step, (logged, staged))
+            try:
+                checkpoint = self._commit(step, (logged, staged))
+            except storage.CheckpointWriteError as exc:
+                failures[0] = _storage_failure(exc)
+                continue
             self._announce(step, checkpoint, row)
 
     def _settle_uploads(self) -> None:
@@ -501,11 +507,16 @@ class TrainController:
         self._settle_uploads()
         self._uploads.close()
         error = self.state.error if isinstance(self.state, Errored) else None
-        self._run_record.close(
-            error,
-            finished=isinstance(self.state, Finished),
-            stopped=isinstance(self.state, Stopped),
-        )
+        try:
+            self._run_record.close(
+                error,
+                finished=isinstance(self.state, Finished),
+                stopped=isinstance(self.state, Stopped),
+            )
+        except OSError as exc:
+            # the storage that failed a checkpoint may fail this too: the run's own error
+            # (raised next) matters more, and the record on storage is whole as it is
+            warnings.warn(f"lockstep: could not write the run's final record: {exc}", stacklevel=1)
         state = self._run_record.state
         best = state.checkpoints[-1] if state.checkpoints else None
         self._progress.stop(
@@ -596,6 +607,14 @@ def _upload_failure(exc: BaseException) -> WorkerFailure:
         summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
         time=time.time(),
         retryable=False,
+    )
+
+
+def _storage_failure(exc: storage.CheckpointWriteError) -> WorkerFailure:
+    """A checkpoint the driver could not commit: storage was retried already, and the run
+    record in this driver would not survive a restart's redo of the step. Raised."""
+    return WorkerFailure(
+        rank=0, pid=None, kind="storage", summary=str(exc), time=time.time(), retryable=False
     )
 
 

@@ -21,7 +21,7 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
-from lockstep._core.storage import STAGING_DIR, staging_dir_name
+from lockstep._core.storage import STAGING_DIR, staging_dir_name, write_failed
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
@@ -255,8 +255,13 @@ class Session:
                 "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
             )
         root, rank = self._start.staging_dir, self.context.world_rank
+        target = staging_dir_name(step, rank, root=root)
         with checkpoint.as_directory() as local_dir:
-            self._start.run_dir.upload_dir(local_dir, staging_dir_name(step, rank, root=root))
+            try:
+                self._start.run_dir.upload_dir(local_dir, target)
+            except Exception as exc:  # a full disk, a failing endpoint: say which, and where
+                run_dir = self._start.run_dir
+                raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
         return staging_dir_name(step, root=root)
 
     def _collective(self, op: str, payload: Any) -> Any:
