@@ -26,11 +26,12 @@ STEPS = 6
 def counting():
     start = 0
     if checkpoint := train.get_checkpoint():
-        with checkpoint.as_directory() as d:
-            start = int(open(os.path.join(d, "step")).read()) + 1
+        with checkpoint.as_directory() as d, open(os.path.join(d, "step")) as f:
+            start = int(f.read()) + 1
     for step in range(start, STEPS):
         with tempfile.TemporaryDirectory() as d:
-            open(os.path.join(d, "step"), "w").write(str(step))
+            with open(os.path.join(d, "step"), "w") as f:
+                f.write(str(step))
             train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
     return start
 
