@@ -143,3 +143,81 @@ def test_a_read_only_directory_keeps_the_previous_checkpoint_and_says_so(tmp_pat
     assert "could not write checkpoint files to " + staging in message
     assert expected[0] in message and expected[1] in message
     assert_only_the_first_checkpoint(str(tmp_path / "run"))
+
+
+class S3:
+    """A real S3 API (moto's server) on a local port, which a test may stop and start
+    again (its objects are kept: they live in this process)."""
+
+    def __init__(self) -> None:
+        from conftest import free_port
+
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = None
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+@pytest.fixture
+def s3(monkeypatch) -> Iterator[S3]:
+    import fsspec
+    import requests
+
+    server = S3()
+    server.start()
+    try:
+        requests.post(f"{server.endpoint}/moto-api/reset", timeout=10)
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": server.endpoint,
+            # one try per call in botocore: the retries with backoff are lockstep's own
+            "AWS_MAX_ATTEMPTS": "1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        fsspec.filesystem("s3").clear_instance_cache()
+        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
+        yield server
+    finally:
+        fsspec.filesystem("s3").clear_instance_cache()
+        server.stop()
+
+
+class StopS3AfterFirstCheckpoint(train.UserCallback):
+    def __init__(self, server: S3) -> None:
+        self.server = server
+
+    def __reduce__(self):  # pickled for restore: the server stays in this process
+        return (object, ())
+
+    def after_report(self, run_context, metrics, checkpoint):
+        if checkpoint is not None and checkpoint.path.endswith("checkpoint_000000"):
+            self.server.stop()
+
+
+def test_a_failing_s3_endpoint_is_retried_then_keeps_the_previous_checkpoint(s3):
+    import fsspec
+
+    with pytest.raises(TrainingFailedError) as raised:
+        with pytest.warns(UserWarning, match="could not write the run's final record"):
+            fit("s3://lockstep-runs/exp", callbacks=[StopS3AfterFirstCheckpoint(s3)])
+    message = str(raised.value)
+    assert "could not write checkpoint files to s3://lockstep-runs/exp/run/.staging/" in message
+    assert "EndpointConnectionError: Could not connect to the endpoint URL" in message
+    assert "tried 4 times, backing off from 0.2 s" in message, message
+    assert "HINT: check that the storage endpoint is up" in message
+
+    s3.start()  # back up: what is in the bucket?
+    fsspec.filesystem("s3").clear_instance_cache()
+    assert_only_the_first_checkpoint("s3://lockstep-runs/exp/run")

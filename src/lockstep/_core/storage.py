@@ -333,7 +333,8 @@ class FsspecDir(StorageDir):
         return bool(self._fresh(target).exists(target))
 
     def makedirs(self, rel: str = "") -> None:
-        self.fs.makedirs(self.join(rel) if rel else self.path, exist_ok=True)
+        target = self.join(rel) if rel else self.path
+        with_retries(lambda: self.fs.makedirs(target, exist_ok=True))
 
     def listdir(self) -> list[str]:
         if not self._fresh(self.path).exists(self.path):
@@ -376,8 +377,12 @@ class FsspecDir(StorageDir):
 
     def put_file(self, local_path: str, rel: str) -> None:
         target = self.join(rel)
-        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        with_retries(lambda: self.fs.put_file(local_path, target))
+
+        def put() -> None:
+            self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+            self.fs.put_file(local_path, target)
+
+        with_retries(put)
 
     def download(self, rel: str, local_dir: str) -> None:
         download_dir(self.fs, self.join(rel) if rel else self.path, local_dir)
@@ -424,6 +429,9 @@ def write_failed(exc: BaseException, what: str, target: str) -> CheckpointWriteE
     """
     code = exc.errno if isinstance(exc, OSError) else None
     reason = f"{type(exc).__name__}: {exc}" if code is None else f"[Errno {code}] {exc.strerror}"
+    tries = getattr(exc, "__notes__", None)
+    if tries:
+        reason += f" ({'; '.join(tries)})"
     hint = _WRITE_HINTS.get(code or 0, _REMOTE_HINT if is_uri(target) else "check the path")
     return CheckpointWriteError(
         f"could not write {what} to {target}: {reason}; the checkpoint was not committed and "
@@ -443,7 +451,7 @@ def with_retries(write: Callable[[], _T], *, attempts: int = WRITE_ATTEMPTS) -> 
             return write()
         except Exception as exc:
             if attempt == attempts:
-                exc.add_note(f"failed {attempts} times, {WRITE_BACKOFF_S} s backoff doubling")
+                exc.add_note(f"tried {attempts} times, backing off from {WRITE_BACKOFF_S} s")
                 raise
             time.sleep(delay)
             delay *= 2

@@ -513,7 +513,7 @@ class TrainController:
                 finished=isinstance(self.state, Finished),
                 stopped=isinstance(self.state, Stopped),
             )
-        except OSError as exc:
+        except Exception as exc:
             # the storage that failed a checkpoint may fail this too: the run's own error
             # (raised next) matters more, and the record on storage is whole as it is
             warnings.warn(f"lockstep: could not write the run's final record: {exc}", stacklevel=1)
