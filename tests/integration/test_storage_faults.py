@@ -27,12 +27,18 @@ from lockstep.train import (
 
 
 def checkpoint_each_step(config):
-    """Rank 0 checkpoints every step; the one at ``big_at`` holds ``big_bytes``."""
+    """Rank 0 checkpoints every step; the one at ``big_at`` holds ``big_bytes``. Before
+    step 1's report it makes the staging area read-only (``read_only``), or waits until
+    the S3 endpoint is down (``s3_down``): the fault is there when the checkpoint is written."""
     rank = train.get_context().get_world_rank()
     for step in range(3):
         if rank != 0:
             train.report({"step": step})
             continue
+        if step == 1 and config.get("read_only"):
+            set_writable(config["read_only"], False)
+        if step == 1 and config.get("s3_down"):
+            wait_until_refused(config["s3_down"])
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "step.txt"), "w") as f:
                 f.write(str(step))
@@ -40,6 +46,20 @@ def checkpoint_each_step(config):
                 with open(os.path.join(d, "weights.bin"), "wb") as f:
                     f.write(os.urandom(config["big_bytes"]))
             train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+
+
+def wait_until_refused(port: int) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the S3 server is still up")
 
 
 def fit(storage_path: str, config=None, callbacks=()):
@@ -116,18 +136,6 @@ def set_writable(path: str, writable: bool) -> None:
             os.chmod(os.path.join(root, name), mode)
 
 
-class ReadOnlyAfterFirstCheckpoint(train.UserCallback):
-    """In the driver, once the first checkpoint is committed: the run's staging area, where
-    the workers write checkpoints before they are committed, becomes read-only."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def after_report(self, run_context, metrics, checkpoint):
-        if checkpoint is not None and checkpoint.path.endswith("checkpoint_000000"):
-            set_writable(self.path, False)
-
-
 def test_a_read_only_directory_keeps_the_previous_checkpoint_and_says_so(tmp_path):
     staging = str(tmp_path / "run" / ".staging")
     if os.geteuid() == 0:
@@ -136,7 +144,7 @@ def test_a_read_only_directory_keeps_the_previous_checkpoint_and_says_so(tmp_pat
         expected = ("[Errno 13] Permission denied", "HINT: make the directory writable")
     try:
         with pytest.raises(TrainingFailedError) as raised:
-            fit(str(tmp_path), callbacks=[ReadOnlyAfterFirstCheckpoint(staging)])
+            fit(str(tmp_path), {"read_only": staging})
     finally:
         set_writable(staging, True)
     message = str(raised.value)
@@ -202,6 +210,7 @@ class StopS3AfterFirstCheckpoint(train.UserCallback):
         return (object, ())
 
     def after_report(self, run_context, metrics, checkpoint):
+        # rank 0 waits, before it writes the next checkpoint, until the server is down
         if checkpoint is not None and checkpoint.path.endswith("checkpoint_000000"):
             self.server.stop()
 
@@ -209,9 +218,15 @@ class StopS3AfterFirstCheckpoint(train.UserCallback):
 def test_a_failing_s3_endpoint_is_retried_then_keeps_the_previous_checkpoint(s3):
     import fsspec
 
-    with pytest.raises(TrainingFailedError) as raised:
-        with pytest.warns(UserWarning, match="could not write the run's final record"):
-            fit("s3://lockstep-runs/exp", callbacks=[StopS3AfterFirstCheckpoint(s3)])
+    with (
+        pytest.raises(TrainingFailedError) as raised,
+        pytest.warns(UserWarning, match="could not write the run's final record"),
+    ):
+        fit(
+            "s3://lockstep-runs/exp",
+            {"s3_down": s3.port},
+            callbacks=[StopS3AfterFirstCheckpoint(s3)],
+        )
     message = str(raised.value)
     assert "could not write checkpoint files to s3://lockstep-runs/exp/run/.staging/" in message
     assert "EndpointConnectionError: Could not connect to the endpoint URL" in message
