@@ -428,7 +428,10 @@ def write_failed(exc: BaseException, what: str, target: str) -> CheckpointWriteE
         could not write checkpoint files to /r: [Errno 28] No space left on device; ...
     """
     code = exc.errno if isinstance(exc, OSError) else None
-    reason = f"{type(exc).__name__}: {exc}" if code is None else f"[Errno {code}] {exc.strerror}"
+    if isinstance(exc, OSError) and code is not None:
+        reason = f"[Errno {code}] {exc.strerror}"
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
     tries = getattr(exc, "__notes__", None)
     if tries:
         reason += f" ({'; '.join(tries)})"
