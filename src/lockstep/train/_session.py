@@ -156,15 +156,16 @@ def get_preemption_info() -> PreemptionInfo | None:
     checkpoint (a drained node). Ray's name and fields, plus ``reason``.
 
     Example:
-        >>> import os, tempfile
+        >>> import tempfile
         >>> from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig
         >>> def train_func():
+        ...     saved = False
         ...     for step in range(3):
-        ...         if get_preemption_info() is not None:  # save now: the run stops next
-        ...             with tempfile.TemporaryDirectory() as d:
-        ...                 report({"step": step}, checkpoint=Checkpoint.from_directory(d))
-        ...             return
-        ...         report({"step": step})
+        ...         checkpoint = None
+        ...         if get_preemption_info() is not None and not saved:
+        ...             saved = True  # the run stops after this report: save now
+        ...             checkpoint = Checkpoint.from_directory(tempfile.mkdtemp())
+        ...         report({"step": step}, checkpoint=checkpoint)
         >>> with tempfile.TemporaryDirectory() as storage:
         ...     DataParallelTrainer(train_func,
         ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit().metrics
