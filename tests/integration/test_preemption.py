@@ -146,3 +146,47 @@ def test_sigterm_then_restore_continues_to_the_same_result(tmp_path):
     assert result.metrics["w"] == uninterrupted_w(STEPS)
     assert result.return_value == uninterrupted_w(STEPS)
     assert_nothing_left(mark, driver.pid)
+
+
+SILENT = textwrap.dedent("""
+    import sys, time
+    from lockstep import train
+    from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig, ScalingConfig
+
+    def train_func():
+        train.report({"step": 0})
+        time.sleep(600)  # one long step that never looks at get_preemption_info()
+
+    DataParallelTrainer(
+        train_func,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(
+            name="silent", storage_path=sys.argv[1],
+            failure_config=FailureConfig(preemption_deadline_s=5),
+        ),
+    ).fit()
+""")
+
+
+def test_workers_that_never_report_again_are_stopped_by_the_deadline(tmp_path):
+    script = tmp_path / "silent.py"
+    script.write_text(SILENT)
+    mark = secrets.token_hex(8)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LOCKSTEP_PROGRESS_INTERVAL_S": "0", MARK: mark},
+    )
+    assert driver.stderr is not None
+    for line in driver.stderr:
+        if "| iter 1 |" in line:
+            break
+    sent = time.monotonic()
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert time.monotonic() - sent < 5  # the deadline, the workers' grace included
+    assert driver.returncode == 130, err
+    assert "[lockstep] stopped by SIGTERM at iteration 1" in err.splitlines()[-1], err
+    assert_nothing_left(mark, driver.pid)

@@ -365,7 +365,8 @@ class FsspecDir(StorageDir):
         # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
         for rel in self._files(src_rel):
-            self.fs.copy(f"{src}/{rel}", f"{dst}/{rel}")
+            source, target = f"{src}/{rel}", f"{dst}/{rel}"
+            with_retries(lambda: self.fs.copy(source, target))
         if self._fresh(src).exists(src):
             self.fs.rm(src, recursive=True)
         self.fs.makedirs(dst, exist_ok=True)
@@ -394,7 +395,8 @@ class FsspecDir(StorageDir):
 
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         # The source tree goes as a whole afterwards (merge_into removes it).
-        self.fs.copy(self.join(src_rel), self.join(dst_rel))
+        source, target = self.join(src_rel), self.join(dst_rel)
+        with_retries(lambda: self.fs.copy(source, target))
 
 
 class CheckpointWriteError(OSError):

@@ -15,6 +15,7 @@ import dataclasses
 import socket
 import time
 
+from lockstep._core import flags
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
 
@@ -54,8 +55,10 @@ class Drain:
         self.stops_run = stops_run
         self._last_step = num_steps + 1
         deadline_ms = info.deadline_ms
-        # The deadline is wall-clock (it comes from outside); waited for on the monotonic clock.
+        # The deadline is wall-clock (it comes from outside); waited for on the monotonic
+        # clock, less the grace the workers get to exit, so that all are gone by then.
         left = (deadline_ms / 1000 - time.time()) if deadline_ms else 0.0
+        left -= flags.WORKER_SHUTDOWN_GRACE_S.get()
         self._deadline = time.monotonic() + max(0.0, left)
 
     def done(self, num_steps: int) -> bool:
