@@ -334,7 +334,7 @@ class FsspecDir(StorageDir):
 
     def makedirs(self, rel: str = "") -> None:
         target = self.join(rel) if rel else self.path
-        with_retries(lambda: self.fs.makedirs(target, exist_ok=True))
+        with_retries(self.fs.makedirs, target, True)
 
     def listdir(self) -> list[str]:
         if not self._fresh(self.path).exists(self.path):
@@ -354,7 +354,7 @@ class FsspecDir(StorageDir):
 
     def write_atomic(self, rel: str, data: bytes) -> None:
         target = self.join(rel)
-        with_retries(lambda: self.fs.pipe_file(target, data))
+        with_retries(self.fs.pipe_file, target, data)
 
     def open_append(self, rel: str) -> IO[str]:
         raise AssertionError(f"{self.uri} is on an object store, which cannot append")
@@ -365,8 +365,7 @@ class FsspecDir(StorageDir):
         # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
         for rel in self._files(src_rel):
-            source, target = f"{src}/{rel}", f"{dst}/{rel}"
-            with_retries(lambda: self.fs.copy(source, target))
+            with_retries(self.fs.copy, f"{src}/{rel}", f"{dst}/{rel}")
         if self._fresh(src).exists(src):
             self.fs.rm(src, recursive=True)
         self.fs.makedirs(dst, exist_ok=True)
@@ -395,8 +394,7 @@ class FsspecDir(StorageDir):
 
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         # The source tree goes as a whole afterwards (merge_into removes it).
-        source, target = self.join(src_rel), self.join(dst_rel)
-        with_retries(lambda: self.fs.copy(source, target))
+        with_retries(self.fs.copy, self.join(src_rel), self.join(dst_rel))
 
 
 class CheckpointWriteError(OSError):
@@ -447,13 +445,13 @@ def write_failed(exc: BaseException, what: str, target: str) -> CheckpointWriteE
 _T = TypeVar("_T")
 
 
-def with_retries(write: Callable[[], _T], *, attempts: int = WRITE_ATTEMPTS) -> _T:
-    """``write()``, tried again with exponential backoff when it fails; the last try's
-    error, with the number of tries in its notes."""
+def with_retries(write: Callable[..., _T], *args: Any, attempts: int = WRITE_ATTEMPTS) -> _T:
+    """``write(*args)``, tried again with exponential backoff when it fails; the last
+    try's error, with the number of tries in its notes."""
     delay = WRITE_BACKOFF_S
     for attempt in range(1, attempts + 1):
         try:
-            return write()
+            return write(*args)
         except Exception as exc:
             if attempt == attempts:
                 exc.add_note(f"tried {attempts} times, backing off from {WRITE_BACKOFF_S} s")
