@@ -13,6 +13,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from lockstep.train import DataParallelTrainer, Result
 from tests.integration.test_interrupt import MARK, assert_nothing_left
 
@@ -101,6 +103,7 @@ def sigterm_mid_training(tmp_path, mark: str) -> tuple[subprocess.Popen[str], st
     return driver, err, sent
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_stops_within_the_deadline_and_the_rerun_continues(tmp_path):
     mark = secrets.token_hex(8)
     driver, err, sent = sigterm_mid_training(tmp_path, mark)
@@ -136,6 +139,7 @@ def test_sigterm_checkpoints_stops_within_the_deadline_and_the_rerun_continues(t
     assert_nothing_left(mark, again.pid)
 
 
+@pytest.mark.slow
 def test_sigterm_then_restore_continues_to_the_same_result(tmp_path):
     mark = secrets.token_hex(8)
     driver, err, _sent = sigterm_mid_training(tmp_path, mark)
@@ -168,6 +172,7 @@ SILENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_workers_that_never_report_again_are_stopped_by_the_deadline(tmp_path):
     script = tmp_path / "silent.py"
     script.write_text(SILENT)

@@ -215,6 +215,7 @@ class StopS3AfterFirstCheckpoint(train.UserCallback):
             self.server.stop()
 
 
+@pytest.mark.slow
 def test_a_failing_s3_endpoint_is_retried_then_keeps_the_previous_checkpoint(s3):
     import fsspec
 
