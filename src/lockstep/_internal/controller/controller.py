@@ -32,6 +32,7 @@ from lockstep._core.errors import (
     awaiting_root_cause,
     root_cause,
 )
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller import interrupts
@@ -247,11 +248,12 @@ class TrainController:
         self._tell_workers(info, stops_run=False)
         return True
 
-    def _tell_workers(self, info: Any, *, stops_run: bool) -> Drain:
+    def _tell_workers(self, info: PreemptionInfo, *, stops_run: bool) -> Drain:
         assert self._group is not None
         self._drain = Drain(info, stops_run=stops_run, num_steps=self._steps.num_steps)
         self._group.notify(Preempted(info))
-        self._progress.notice(f"preempted ({info.reason}): stopping after the next report")
+        then = "stopping" if stops_run else "restarting without it"
+        self._progress.notice(f"preempted ({info.reason}): {then} after the next report")
         return self._drain
 
     def _poll_draining(self, state: Running) -> State:
@@ -259,12 +261,13 @@ class TrainController:
         restarts (a drained node) once the workers' next report is recorded, or at the
         deadline; a failure meanwhile ends the drain at once, the same way."""
         drain = self._drain
-        if drain is None:
-            assert self._notice is not None
+        if self._notice is not None and (drain is None or not drain.stops_run):
+            # a stop of the driver, even while a node drains: the run stops
             info = driver_notice_info(
                 self._notice, self._policy.preemption_deadline_s, self._spec.num_workers
             )
             drain = self._tell_workers(info, stops_run=True)
+        assert drain is not None
         next_state = self._poll(state)
         if drain.stops_run and isinstance(next_state, Running | Restarting):
             if isinstance(next_state, Restarting) or drain.done(self._steps.num_steps):

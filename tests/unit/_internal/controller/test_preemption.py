@@ -131,3 +131,15 @@ def test_max_preemption_failures_is_its_own_budget(tmp_path):
     controller, _log, _ = make(tmp_path, [first], drains=[1], max_preemption_failures=0)
     with pytest.raises(TrainingFailedError, match="rank 1 was preempted: n1 node drained"):
         controller.run()
+
+
+def test_sigterm_while_a_node_drains_stops_the_run(tmp_path):
+    first = [both(0), both(1), both(2), both(3)]
+    controller, log, _ = make(tmp_path, [first], drains=[1])
+    for _ in range(3):  # started, step 0 recorded, the node drain seen: workers told
+        controller.step()
+    assert "preempted x" in log
+    controller.request_preemption("SIGTERM")
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM"):
+        controller.run()
+    assert log.count("preempted SIGTERM") == 1
