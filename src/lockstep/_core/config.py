@@ -325,6 +325,12 @@ class FailureConfig:
             many times; -1 restarts without limit, 0 raises on the first failure.
         fail_fast: Ray's switch to stop at the first failure (True or ``"raise"``); a
             single run then behaves as with ``max_failures=0``, which it requires.
+        max_preemption_failures: Restarts after a preemption (a Ray node hosting workers
+            drained), counted apart from ``max_failures``; -1 (Ray's default) without
+            limit, 0 raises on the first one.
+        preemption_deadline_s: Seconds the workers have, once told of a preemption
+            (SIGTERM or Ctrl-C to the driver, a draining node without its own
+            deadline), to report one more checkpoint before they are stopped.
 
     Example:
         >>> FailureConfig(max_failures=2).max_failures
@@ -333,8 +339,11 @@ class FailureConfig:
 
     max_failures: int = 0
     fail_fast: bool | str = False
+    max_preemption_failures: int = -1
+    preemption_deadline_s: float = 30.0
 
     def __post_init__(self) -> None:
+        self._check_preemption()
         _check_int(
             "FailureConfig.max_failures",
             self.max_failures,
@@ -350,6 +359,20 @@ class FailureConfig:
             raise ValueError(
                 "max_failures must be 0 if fail_fast is set (Ray's rule). HINT: drop "
                 "max_failures, or fail_fast"
+            )
+
+    def _check_preemption(self) -> None:
+        _check_int(
+            "FailureConfig.max_preemption_failures",
+            self.max_preemption_failures,
+            minimum=-1,
+            hint="use -1 to restart after every preemption, or n to allow n of them",
+        )
+        deadline = self.preemption_deadline_s
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0:
+            raise ValueError(
+                f"FailureConfig.preemption_deadline_s must be a number of seconds > 0, got "
+                f"{deadline!r}. HINT: preemption_deadline_s=30"
             )
 
 

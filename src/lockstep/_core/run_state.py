@@ -34,7 +34,8 @@ class RunState:
         latest: Directory name of the latest committed checkpoint, retained or not.
         next_checkpoint_index: The index the next checkpoint directory gets.
         training_iteration: Steps recorded so far (every worker reported once per step).
-        num_failures: Worker-group failures so far.
+        num_failures: Worker-group failures so far, by every driver of the run.
+        num_preemptions: Preemptions (a drained node) so far, counted apart.
         attempts: Worker groups started so far, by every driver of the run: each one's
             staging directory is named by its number.
         pending: Checkpoints reserved for logged steps and still being uploaded (ASYNC);
@@ -48,6 +49,7 @@ class RunState:
     next_checkpoint_index: int = 0
     training_iteration: int = 0
     num_failures: int = 0
+    num_preemptions: int = 0
     attempts: int = 0
     pending: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None

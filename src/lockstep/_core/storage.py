@@ -17,10 +17,12 @@ Layout of ``{storage_path}/{name}/``::
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
-from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -34,6 +36,11 @@ ERROR_FILE = "error.txt"
 MARKER_FILE = ".lockstep_run"
 STAGING_DIR = ".staging"
 CHECKPOINT_PREFIX = "checkpoint_"
+
+# An object store that fails a write is tried this many times in all, waiting
+# WRITE_BACKOFF_S, then twice that, and so on, in between (a throttled or restarting endpoint).
+WRITE_ATTEMPTS = 4
+WRITE_BACKOFF_S = 0.2
 
 # Keys lockstep adds to each line of result.json and progress.csv; metric names may not use them.
 RESULT_AUTO_KEYS = ("training_iteration", "timestamp", "time_total_s", "checkpoint_dir_name")
@@ -260,11 +267,17 @@ class LocalDir(StorageDir):
         # A temporary file, fsync'd, renamed over the old one, then the directory fsync'd.
         target = self.join(rel)
         tmp = f"{target}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError:
+            # the old file stays whole; a half-written copy (a full disk) must not stay
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+            raise
         _fsync_dir(os.path.dirname(target))
 
     def open_append(self, rel: str) -> IO[str]:
@@ -320,7 +333,8 @@ class FsspecDir(StorageDir):
         return bool(self._fresh(target).exists(target))
 
     def makedirs(self, rel: str = "") -> None:
-        self.fs.makedirs(self.join(rel) if rel else self.path, exist_ok=True)
+        target = self.join(rel) if rel else self.path
+        with_retries(self.fs.makedirs, target, True)
 
     def listdir(self) -> list[str]:
         if not self._fresh(self.path).exists(self.path):
@@ -339,7 +353,8 @@ class FsspecDir(StorageDir):
         return self.fs
 
     def write_atomic(self, rel: str, data: bytes) -> None:
-        self.fs.pipe_file(self.join(rel), data)
+        target = self.join(rel)
+        with_retries(self.fs.pipe_file, target, data)
 
     def open_append(self, rel: str) -> IO[str]:
         raise AssertionError(f"{self.uri} is on an object store, which cannot append")
@@ -350,7 +365,7 @@ class FsspecDir(StorageDir):
         # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
         for rel in self._files(src_rel):
-            self.fs.copy(f"{src}/{rel}", f"{dst}/{rel}")
+            with_retries(self.fs.copy, f"{src}/{rel}", f"{dst}/{rel}")
         if self._fresh(src).exists(src):
             self.fs.rm(src, recursive=True)
         self.fs.makedirs(dst, exist_ok=True)
@@ -362,8 +377,12 @@ class FsspecDir(StorageDir):
 
     def put_file(self, local_path: str, rel: str) -> None:
         target = self.join(rel)
-        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        self.fs.put_file(local_path, target)
+
+        def put() -> None:
+            self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+            self.fs.put_file(local_path, target)
+
+        with_retries(put)
 
     def download(self, rel: str, local_dir: str) -> None:
         download_dir(self.fs, self.join(rel) if rel else self.path, local_dir)
@@ -375,7 +394,71 @@ class FsspecDir(StorageDir):
 
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         # The source tree goes as a whole afterwards (merge_into removes it).
-        self.fs.copy(self.join(src_rel), self.join(dst_rel))
+        with_retries(self.fs.copy, self.join(src_rel), self.join(dst_rel))
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written to storage: it is not committed, and the
+    previous checkpoint stays as it was. The message names the path, the system's reason
+    and what to do."""
+
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "free space there, or set RunConfig(storage_path=...) to a filesystem with "
+    "room (CheckpointConfig(num_to_keep=...) keeps fewer checkpoints)",
+    errno.EDQUOT: "raise the disk quota there, or set RunConfig(storage_path=...) elsewhere",
+    errno.EACCES: "make the directory writable by this user, or set "
+    "RunConfig(storage_path=...) to one that is",
+    errno.EROFS: "the filesystem is read-only: set RunConfig(storage_path=...) to a writable one",
+}
+_WRITE_HINTS[errno.EPERM] = _WRITE_HINTS[errno.EACCES]
+_REMOTE_HINT = (
+    "check that the storage endpoint is up and that the bucket and credentials allow "
+    "writing (the storage_path's filesystem)"
+)
+
+
+def write_failed(exc: BaseException, what: str, target: str) -> CheckpointWriteError:
+    """The error for ``what`` (e.g. ``"checkpoint files"``) that could not be written to
+    ``target`` because of ``exc``: the path, the system's reason, and a hint.
+
+    Example:
+        >>> err = write_failed(OSError(28, "No space left on device"), "checkpoint files", "/r")
+        >>> print(err)  # doctest: +ELLIPSIS
+        could not write checkpoint files to /r: [Errno 28] No space left on device; ...
+    """
+    code = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(exc, OSError) and code is not None:
+        reason = f"[Errno {code}] {exc.strerror}"
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
+    tries = getattr(exc, "__notes__", None)
+    if tries:
+        reason += f" ({'; '.join(tries)})"
+    hint = _WRITE_HINTS.get(code or 0, _REMOTE_HINT if is_uri(target) else "check the path")
+    return CheckpointWriteError(
+        f"could not write {what} to {target}: {reason}; the checkpoint was not committed and "
+        f"the previous one is intact. HINT: {hint}"
+    )
+
+
+_T = TypeVar("_T")
+
+
+def with_retries(write: Callable[..., _T], *args: Any, attempts: int = WRITE_ATTEMPTS) -> _T:
+    """``write(*args)``, tried again with exponential backoff when it fails; the last
+    try's error, with the number of tries in its notes."""
+    delay = WRITE_BACKOFF_S
+    for attempt in range(1, attempts + 1):
+        try:
+            return write(*args)
+        except Exception as exc:
+            if attempt == attempts:
+                exc.add_note(f"tried {attempts} times, backing off from {WRITE_BACKOFF_S} s")
+                raise
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
 
 
 def _copy_file(src: str, dst: str) -> None:

@@ -23,6 +23,7 @@ from lockstep._core.errors import (
     WorkerFailure,
     WorkerGroupError,
 )
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import (
     CheckpointConsistencyMode,
     CheckpointUploadMode,
@@ -47,6 +48,7 @@ from lockstep.train._session import (
     get_checkpoint,
     get_context,
     get_dataset_shard,
+    get_preemption_info,
     report,
 )
 from lockstep.train._trainer import DataParallelTrainer
@@ -68,6 +70,7 @@ __all__ = [
     "FailureConfig",
     "Model",
     "Predictor",
+    "PreemptionInfo",
     "ReportedCheckpoint",
     "ReportedCheckpointStatus",
     "Result",
@@ -87,6 +90,7 @@ __all__ = [
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "get_preemption_info",
     "integrations",
     "load_checkpoint",
     "local_rank",

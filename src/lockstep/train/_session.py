@@ -7,6 +7,7 @@ from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import (
     CheckpointConsistencyMode,
     CheckpointUploadMode,
@@ -141,6 +142,36 @@ def get_checkpoint() -> Checkpoint | None:
         (0, 3)
     """
     return _require("get_checkpoint()").get_checkpoint()
+
+
+def get_preemption_info() -> PreemptionInfo | None:
+    """What stops the run, and by when; None while nothing does.
+
+    The driver got SIGTERM (a scheduler, a spot instance reclaimed) or Ctrl-C, or on a
+    Ray cluster a node hosting workers is draining. Every worker sees it from the same
+    ``report()`` on; the next report may carry one more checkpoint, committed if it
+    comes before ``deadline_ms`` (``FailureConfig.preemption_deadline_s`` after the
+    signal). The run then stops (SIGTERM, Ctrl-C: it can be continued with
+    ``Trainer.restore`` or by running the same script again) or restarts from that
+    checkpoint (a drained node). Ray's name and fields, plus ``reason``.
+
+    Example:
+        >>> import tempfile
+        >>> from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig
+        >>> def train_func():
+        ...     saved = False
+        ...     for step in range(3):
+        ...         checkpoint = None
+        ...         if get_preemption_info() is not None and not saved:
+        ...             saved = True  # the run stops after this report: save now
+        ...             checkpoint = Checkpoint.from_directory(tempfile.mkdtemp())
+        ...         report({"step": step}, checkpoint=checkpoint)
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     DataParallelTrainer(train_func,
+        ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit().metrics
+        {'step': 2}
+    """
+    return _require("get_preemption_info()").get_preemption_info()
 
 
 def get_context() -> TrainContext:

@@ -6,6 +6,7 @@ snapshot and is the only caller of these methods outside tests.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,8 @@ from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.run_state import CheckpointRecord, RunState
+
+logger = logging.getLogger(__name__)
 
 
 class CheckpointManager:
@@ -124,7 +127,7 @@ class CheckpointManager:
         self.run_dir.move(merged, name)
         flags.fault_point("checkpoint_moved")
         self._register(name, index, metrics, training_iteration)
-        self.run_dir.remove(staged)
+        self._remove_after_commit(staged)
         return self.checkpoint(name)
 
     def adopt(
@@ -191,7 +194,15 @@ class CheckpointManager:
         # the process crashes, the snapshot may point to checkpoints that are gone.
         self.save()
         for old in evicted:
-            self.run_dir.remove(old.dir_name)
+            self._remove_after_commit(old.dir_name)
+
+    def _remove_after_commit(self, name: str) -> None:
+        """Delete what the saved snapshot no longer lists. The commit is done: a failure
+        here leaves a directory the next ``open()`` sweeps, and is no failure of the run."""
+        try:
+            self.run_dir.remove(name)
+        except Exception as exc:
+            logger.warning("lockstep: could not remove %s: %s", self.run_dir.join(name), exc)
 
     def _merge_ranks(self, staged: str) -> str:
         ranks = self._run_dir.child(staged).listdir()

@@ -2,7 +2,11 @@
 at a time.
 
     Starting -> Running -> (Restarting | Resizing -> Starting -> Running)* -> Finished | Errored
-    any of the first three -> Stopped, when asked to stop (Ctrl-C)
+    any of the first three -> Stopped, when asked to stop (Ctrl-C, SIGTERM)
+
+A preemption (SIGTERM or Ctrl-C to the driver, a drained Ray node) first tells the
+workers and waits, in Running, for their next report or its deadline (see
+``preemption.py``); then the run stops, or, for a drained node, restarts.
 
 An elastic run (``num_workers=(min, max)``) asks its scaling policy for each attempt's size
 when starting, and, while running healthy, whether to resize (a restart from the latest
@@ -32,10 +36,12 @@ from lockstep._core.errors import (
     awaiting_root_cause,
     root_cause,
 )
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
 from lockstep._internal.controller import interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
+from lockstep._internal.controller.preemption import Drain, Notice, driver_notice_info
 from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
 from lockstep._internal.controller.scaling_policy import (
@@ -51,6 +57,7 @@ from lockstep._internal.execution.capacity import CapacityChanged
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
+    Preempted,
     Report,
     Returned,
     StepDone,
@@ -125,7 +132,6 @@ class TrainController:
     ) -> None:
         self._make_worker_group = make_worker_group
         self._elastic = elastic
-        self._resizes = 0  # restarts for a new size: not failures
         self._next_size: int | None = None  # decided while running, for the next start
         self._sized: int | None = None  # the size self._spec was made for (elastic)
         self._started_at = 0.0
@@ -154,6 +160,8 @@ class TrainController:
         self._hooks = TrialHooks(tune_callbacks, trial, time_offset=time_offset)
         self._uploads = Uploads(spec.run_dir.upload_dir)
         self._stop_reason: str | None = None
+        self._notice: Notice | None = None  # a stop asked for by a signal, not acted on yet
+        self._drain: Drain | None = None
         self.state: State = Starting(attempt=0)
 
     def request_stop(self, reason: str) -> None:
@@ -163,6 +171,17 @@ class TrainController:
         Safe to call from a signal handler: it only records the request.
         """
         self._stop_reason = reason
+
+    def request_preemption(self, reason: str) -> None:
+        """Stop gracefully: the workers are told (``get_preemption_info()``), their next
+        report may commit one more checkpoint, then they are stopped (by
+        ``FailureConfig.preemption_deadline_s`` from now at the latest) and the run can
+        be continued. What SIGTERM and the first Ctrl-C do.
+
+        Safe to call from a signal handler: it only records the request.
+        """
+        if self._notice is None:
+            self._notice = Notice(reason, time.time())
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise).
@@ -187,7 +206,10 @@ class TrainController:
             resumed_from=resumed, iteration=self._run_record.state.training_iteration
         )
         error: BaseException | None = None
-        with interrupts.stop_on_sigint(self.request_stop):
+        with (
+            interrupts.stop_on_sigint(self.request_preemption),
+            interrupts.stop_on_sigterm(self.request_preemption),
+        ):
             try:
                 self._hooks.start()
                 yield from self._run_to_the_end()
@@ -225,6 +247,11 @@ class TrainController:
         state = self.state
         if self._stop_reason is not None and not isinstance(state, Finished | Errored):
             self.state = Stopped(self._stop_reason)
+        elif self._notice is not None and not isinstance(state, Running):
+            # no workers to tell: stop at once
+            self.state = Stopped(self._notice.reason)
+        elif isinstance(state, Running) and (self._notice or self._drain or self._node_drain()):
+            self.state = self._poll_draining(state)
         elif isinstance(state, Starting):
             self.state = self._start(state)
         elif isinstance(state, Running):
@@ -236,9 +263,51 @@ class TrainController:
         elif isinstance(state, Resizing):
             self.state = self._resize(state)
 
+    def _node_drain(self) -> bool:
+        """Whether a node of the group is being drained (on Ray; checked at most every
+        few seconds by the group); if so, the workers are told."""
+        notice = getattr(self._group, "preemption_notice", None)  # optional in a group
+        info = notice() if notice is not None else None
+        if info is None:
+            return False
+        if info.deadline_ms is None:
+            deadline_s = self._policy.preemption_deadline_s
+            info = dataclasses.replace(info, deadline_ms=int((time.time() + deadline_s) * 1000))
+        self._tell_workers(info, stops_run=False)
+        return True
+
+    def _tell_workers(self, info: PreemptionInfo, *, stops_run: bool) -> Drain:
+        assert self._group is not None
+        self._drain = Drain(info, stops_run=stops_run, num_steps=self._steps.num_steps)
+        self._group.notify(Preempted(info))
+        then = "stopping" if stops_run else "restarting without it"
+        self._progress.notice(f"preempted ({info.reason}): {then} after the next report")
+        return self._drain
+
+    def _poll_draining(self, state: Running) -> State:
+        """Running while a preemption drains: the run stops (a stop of the driver) or
+        restarts (a drained node) once the workers' next report is recorded, or at the
+        deadline; a failure meanwhile ends the drain at once, the same way."""
+        drain = self._drain
+        if self._notice is not None and (drain is None or not drain.stops_run):
+            # a stop of the driver, even while a node drains: the run stops
+            info = driver_notice_info(
+                self._notice, self._policy.preemption_deadline_s, self._spec.num_workers
+            )
+            drain = self._tell_workers(info, stops_run=True)
+        assert drain is not None
+        next_state = self._poll(state)
+        if drain.stops_run and isinstance(next_state, Running | Restarting):
+            if isinstance(next_state, Restarting) or drain.done(self._steps.num_steps):
+                return Stopped(drain.info.reason)
+        elif isinstance(next_state, Running) and drain.done(self._steps.num_steps):
+            return self._on_failures(state.attempt, drain.failures(self._spec.num_workers))
+        return next_state
+
     def _start(self, state: Starting) -> State:
         if self._elastic is not None and not self._schedule():
             return state  # too few workers fit: wait, and look again
+        self._drain = None  # a drained node's: the new group runs elsewhere
         self._settle_uploads()  # into the previous attempt's staging directory
         self._staging_dir = self._run_record.start_attempt(state.attempt)
         self._steps = StepAggregator(self._spec.num_workers)
@@ -302,7 +371,6 @@ class TrainController:
         """Stop the workers and start again, from the latest committed checkpoint, at the
         new size. Ray counts no failure for this; neither does lockstep."""
         self._stop_group()
-        self._resizes += 1
         self._next_size = state.num_workers
         self._progress.resizing(self._spec.num_workers, state.num_workers)
         return Starting(attempt=state.attempt + 1)
@@ -317,6 +385,8 @@ class TrainController:
                 self._handle(event, failures)
             except ReportCountMismatch as exc:
                 failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+            except storage.CheckpointWriteError as exc:
+                failures.setdefault(0, _storage_failure(exc))
         self._progress.refresh()
         if failures:
             self._await_root_cause(failures)
@@ -465,7 +535,11 @@ class TrainController:
             if done.error is not None:
                 failures[0] = _upload_failure(done.error)
                 continue
-            checkpoint = self._commit(step, (logged, staged))
+            try:
+                checkpoint = self._commit(step, (logged, staged))
+            except storage.CheckpointWriteError as exc:
+                failures[0] = _storage_failure(exc)
+                continue
             self._announce(step, checkpoint, row)
 
     def _settle_uploads(self) -> None:
@@ -479,11 +553,17 @@ class TrainController:
 
     def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
         self._failures.update(failures)
-        self._run_record.record_failure()
+        # While a node drains, what fails (the node going away with its workers) is the
+        # preemption: a restart counted against max_preemption_failures.
+        preempted = self._drain is not None and not self._drain.stops_run
+        count = self._run_record.record_failure(preempted=preempted)
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
-        restarts = attempt - self._resizes  # a resize is no failure
-        if self._policy.decide(self._failures, num_restarts=restarts) is FailureDecision.RESTART:
+        if preempted:
+            decision = self._policy.decide_preemption(num_restarts=count - 1)
+        else:
+            decision = self._policy.decide(self._failures, num_restarts=count - 1)
+        if decision is FailureDecision.RESTART:
             return Restarting(attempt=attempt, failures=dict(self._failures))
         return Errored(
             TrainingFailedError.from_failures(
@@ -508,11 +588,16 @@ class TrainController:
         self._settle_uploads()
         self._uploads.close()
         error = self.state.error if isinstance(self.state, Errored) else None
-        self._run_record.close(
-            error,
-            finished=isinstance(self.state, Finished),
-            stopped=isinstance(self.state, Stopped),
-        )
+        try:
+            self._run_record.close(
+                error,
+                finished=isinstance(self.state, Finished),
+                stopped=isinstance(self.state, Stopped),
+            )
+        except Exception as exc:
+            # the storage that failed a checkpoint may fail this too: the run's own error
+            # (raised next) matters more, and the record on storage is whole as it is
+            warnings.warn(f"lockstep: could not write the run's final record: {exc}", stacklevel=1)
         state = self._run_record.state
         best = state.checkpoints[-1] if state.checkpoints else None
         self._progress.stop(
@@ -603,6 +688,14 @@ def _upload_failure(exc: BaseException) -> WorkerFailure:
         summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
         time=time.time(),
         retryable=False,
+    )
+
+
+def _storage_failure(exc: storage.CheckpointWriteError) -> WorkerFailure:
+    """A checkpoint the driver could not commit: storage was retried already, and the run
+    record in this driver would not survive a restart's redo of the step. Raised."""
+    return WorkerFailure(
+        rank=0, pid=None, kind="storage", summary=str(exc), time=time.time(), retryable=False
     )
 
 

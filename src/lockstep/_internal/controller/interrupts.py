@@ -1,7 +1,8 @@
-"""Ctrl-C during a run: the first press stops it gracefully, the second at once.
+"""Ctrl-C or SIGTERM during a run: the first stops it gracefully, the second at once.
 
-The graceful stop is the controller's ``request_stop``, which a preemption notice can call
-as well: the workers are stopped, the committed checkpoints stay, the run can be continued.
+The graceful stop is the controller's ``request_preemption``: the workers are told
+(``get_preemption_info()``), may report one more checkpoint, and are stopped; the
+committed checkpoints stay and the run can be continued.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 CTRL_C = "Ctrl-C"
+SIGTERM = "SIGTERM"
 
 
 @contextlib.contextmanager
@@ -20,26 +22,42 @@ def stop_on_sigint(request_stop: Callable[[str], None]) -> Iterator[None]:
     """While inside, the first SIGINT calls ``request_stop("Ctrl-C")`` and the second
     raises KeyboardInterrupt. Outside the main thread (signals go there only), or when the
     program ignores SIGINT, nothing changes."""
+    with _stop_on(signal.SIGINT, CTRL_C, request_stop):
+        yield
+
+
+@contextlib.contextmanager
+def stop_on_sigterm(request_stop: Callable[[str], None]) -> Iterator[None]:
+    """As :func:`stop_on_sigint`, for SIGTERM (a scheduler's, a spot reclaim's): the first
+    calls ``request_stop("SIGTERM")``, the second raises KeyboardInterrupt."""
+    with _stop_on(signal.SIGTERM, SIGTERM, request_stop):
+        yield
+
+
+@contextlib.contextmanager
+def _stop_on(
+    signum: signal.Signals, reason: str, request_stop: Callable[[str], None]
+) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = signal.getsignal(signum)
     if previous is signal.SIG_IGN:
         yield
         return
     presses = 0
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         nonlocal presses
         presses += 1
         if presses == 1:
-            request_stop(CTRL_C)
+            request_stop(reason)
             return
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signum, on_signal)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)

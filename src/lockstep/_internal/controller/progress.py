@@ -215,6 +215,10 @@ class Progress:
         self._alive = 0
         self._print_event(f"restart {self._restarts}: {summary}")
 
+    def notice(self, line: str) -> None:
+        """An event worth a line of its own (a preemption on its way)."""
+        self._print_event(line)
+
     def refresh(self) -> None:
         if self._live is not None:
             self._live.update(self._renderable())

@@ -14,10 +14,12 @@ run ``fit()`` began can be restored.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
@@ -46,6 +48,9 @@ class RunRecord:
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
         self._started = time.monotonic()
+        # The restart budgets count this driver's failures (as Ray's do), the state every one.
+        state = checkpoints.state
+        self._counted_before = (state.num_failures, state.num_preemptions)
         if last is not None:
             # Steps logged after the last snapshot (steps without a checkpoint, a crash
             # between them) keep their numbers: rows are numbered 1..N, each once.
@@ -136,11 +141,22 @@ class RunRecord:
         ``dir_name`` is the user's ``checkpoint_dir_name``. Returns the committed
         checkpoint, or None for a step without one.
         """
-        iteration = self._next_iteration()
         if staged is None and persisted is None:
-            self._log(metrics, iteration, timestamp, None, sync=False)
+            self._log(metrics, self._next_iteration(), timestamp, None, sync=False)
             flags.fault_point("step_recorded")
             return None
+        with self._uncommitted_on_error():
+            return self._record_checkpoint(metrics, staged, timestamp, persisted, dir_name)
+
+    def _record_checkpoint(
+        self,
+        metrics: Mapping[str, Any],
+        staged: str | None,
+        timestamp: float,
+        persisted: Checkpoint | None,
+        dir_name: str | None,
+    ) -> Checkpoint:
+        iteration = self._next_iteration()
         # The row first, durable, naming the checkpoint about to be committed: a driver
         # killed after the commit cannot lose it, and one killed before leaves a row whose
         # checkpoint was never committed, which the next open() drops. Every row is in the
@@ -186,10 +202,27 @@ class RunRecord:
         """Commit the uploaded checkpoint of a step :meth:`record_pending_step` logged."""
         # Its row on disk before the commit, which saves the state without it as pending.
         self._run_log.sync()
-        checkpoint = self._commit(pending, staged, persisted)
+        with self._uncommitted_on_error():
+            checkpoint = self._commit(pending, staged, persisted)
         self._run_log.flush()
         flags.fault_point("step_recorded")
         return checkpoint
+
+    @contextlib.contextmanager
+    def _uncommitted_on_error(self) -> Iterator[None]:
+        """A checkpoint that cannot be written (a full disk, a failing endpoint, after
+        retries) is not committed: the state goes back to what it was, so the previous
+        checkpoint stays the latest, and its row (already written) is one the next
+        ``open()`` drops. Raised as a CheckpointWriteError saying what failed."""
+        before = copy.deepcopy(self.state)
+        try:
+            yield
+        except (storage.CheckpointWriteError, AssertionError):
+            self._checkpoints.state = before
+            raise
+        except Exception as exc:
+            self._checkpoints.state = before
+            raise storage.write_failed(exc, "a checkpoint", self.run_dir.uri) from exc
 
     def reported(self) -> tuple[tuple[str, dict[str, Any]], ...]:
         """``(dir_name, metrics)`` of every retained checkpoint, in result order."""
@@ -233,9 +266,16 @@ class RunRecord:
         checkpoint to the workers (``record_step`` does it for a step with one)."""
         self._run_log.sync()
 
-    def record_failure(self) -> None:
-        """The worker group failed (once, however many of its workers did)."""
-        self.state.num_failures += 1
+    def record_failure(self, *, preempted: bool = False) -> int:
+        """The worker group failed (once, however many of its workers did), or was
+        preempted; return how many times it did so (of that kind) under this driver: the
+        one count the failure policy decides on."""
+        state = self.state
+        if preempted:
+            state.num_preemptions += 1
+            return state.num_preemptions - self._counted_before[1]
+        state.num_failures += 1
+        return state.num_failures - self._counted_before[0]
 
     def close(
         self,

@@ -81,6 +81,11 @@ class StepAggregator:
         self._finished[rank] = num_reports
         self._check(rank)
 
+    @property
+    def num_steps(self) -> int:
+        """Steps every rank has reported."""
+        return self._next
+
     def all_finished(self) -> bool:
         return len(self._finished) == self._world_size
 

@@ -1,7 +1,8 @@
 """Messages between the driver and its workers, one connection per worker.
 
 Worker to driver: Report, CollectiveRequest, Returned, Failed.
-Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop.
+Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop,
+Preempted.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import StorageDir
 
 
@@ -96,6 +98,15 @@ class StepDone:
     """
 
     step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """The run is being stopped. A worker shows ``info`` from the release of its next step
+    on (the StepDone or CheckpointCommitted that ends a ``report()``): every worker reads
+    its messages in the order the driver sent them, so all see it from the same step."""
+
+    info: PreemptionInfo
 
 
 @dataclass(frozen=True, slots=True)

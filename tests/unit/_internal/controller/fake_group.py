@@ -8,6 +8,7 @@ from collections import deque
 from lockstep._core.storage import staging_dir_name
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
+    Preempted,
     Report,
     StepDone,
     WorkerEvent,
@@ -51,7 +52,10 @@ class FakeWorkerGroup:
             f.write(str(report.metrics))
         return dataclasses.replace(report, staged=staging_dir_name(report.step, root=root))
 
-    def notify(self, message: StepDone | CheckpointCommitted) -> None:
+    def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None:
+        if isinstance(message, Preempted):
+            self.log.append(f"preempted {message.info.reason}")
+            return
         if isinstance(message, StepDone):
             self.released.append(message.step)
             return

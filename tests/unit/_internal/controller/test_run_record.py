@@ -144,3 +144,47 @@ def test_a_pending_checkpoints_row_is_dropped_on_reopen_unless_it_was_committed(
     assert again.state.pending == []
     assert sorted(c.dir_name for c in again.state.checkpoints) == ["checkpoint_000000", "named"]
     again.close()
+
+
+def test_a_commit_that_cannot_be_written_leaves_the_previous_checkpoint_latest(
+    tmp_path, monkeypatch
+):
+    import errno
+
+    import pytest
+
+    record = open_record(tmp_path)
+    staging_dir = record.start_attempt(0)
+    record.record_step({"loss": 2.0}, staged=stage(record, staging_dir, 0), timestamp=1.0)
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(record.run_dir, "move", full)
+    with pytest.raises(storage.CheckpointWriteError) as raised:
+        record.record_step({"loss": 1.0}, staged=stage(record, staging_dir, 1), timestamp=2.0)
+    assert str(raised.value).startswith(f"could not write a checkpoint to {record.run_dir.uri}: ")
+    assert "[Errno 28] No space left on device" in str(raised.value)
+    assert "HINT: free space there" in str(raised.value)
+    # as it was before the step: the first checkpoint is the latest, the step not counted
+    assert (record.state.latest, record.state.training_iteration) == ("checkpoint_000000", 1)
+    assert record.state.pending == []
+    monkeypatch.undo()
+    record.close()
+    # the step's row, written before the commit, is dropped when the run is continued
+    again = open_record(tmp_path)
+    assert again.state.latest == "checkpoint_000000"
+    assert again.last_row is not None and again.last_row["training_iteration"] == 1
+    assert again.run_dir.listdir().count("checkpoint_000001") == 0
+    again.close()
+
+
+def test_failures_and_preemptions_are_counted_apart_per_driver(tmp_path):
+    record = open_record(tmp_path)
+    assert [record.record_failure(), record.record_failure(preempted=True)] == [1, 1]
+    assert record.record_failure() == 2
+    record.close()
+    again = open_record(tmp_path)  # a restored run: its own budget, the state's totals
+    assert again.record_failure(preempted=True) == 1
+    assert (again.state.num_failures, again.state.num_preemptions) == (2, 2)
+    again.close()

@@ -19,12 +19,14 @@ from typing import Any
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError, UsageKeyError
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
-from lockstep._core.storage import STAGING_DIR, staging_dir_name
+from lockstep._core.storage import STAGING_DIR, staging_dir_name, write_failed
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
+    Preempted,
     Report,
     StepDone,
     Stop,
@@ -94,6 +96,8 @@ class Session:
         self._lost = False
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
+        self._preemption: PreemptionInfo | None = None
+        self._preemption_next: PreemptionInfo | None = None
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -208,6 +212,9 @@ class Session:
     def get_checkpoint(self) -> Checkpoint | None:
         return self._latest
 
+    def get_preemption_info(self) -> PreemptionInfo | None:
+        return self._preemption
+
     def get_dataset_shard(self, name: str | None) -> Any:
         datasets = self._start.datasets
         if name is None and len(datasets) == 1:
@@ -248,8 +255,13 @@ class Session:
                 "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
             )
         root, rank = self._start.staging_dir, self.context.world_rank
+        target = staging_dir_name(step, rank, root=root)
         with checkpoint.as_directory() as local_dir:
-            self._start.run_dir.upload_dir(local_dir, staging_dir_name(step, rank, root=root))
+            try:
+                self._start.run_dir.upload_dir(local_dir, target)
+            except Exception as exc:  # a full disk, a failing endpoint: say which, and where
+                run_dir = self._start.run_dir
+                raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
         return staging_dir_name(step, root=root)
 
     def _collective(self, op: str, payload: Any) -> Any:
@@ -270,11 +282,22 @@ class Session:
             self._replies[(kind, key)] = reply
         return reply
 
-    def _resolve(self, kind: str, key: int, value: Any) -> None:
+    def _resolve(self, kind: str, key: int, value: Any) -> bool:
         with self._lock:
             reply = self._replies.pop((kind, key), None)
         if reply is not None:
             reply.set(value)
+        return reply is not None
+
+    def _release(self, step: int) -> None:
+        """End ``report()`` of ``step``. A preemption notice read before it shows from now
+        on: set before the report returns, at the same step on every worker (an ASYNC
+        checkpoint's later commit, which ends no report, does not count)."""
+        with self._lock:
+            releases = ("step", step) in self._replies
+        if releases and self._preemption_next is not None:
+            self._preemption = self._preemption_next
+        self._resolve("step", step, None)
 
     def _send(self, message: object) -> None:
         with self._send_lock:
@@ -290,13 +313,15 @@ class Session:
             except (EOFError, OSError):
                 break
             if isinstance(message, StepDone):
-                self._resolve("step", message.step, None)
+                self._release(message.step)
             elif isinstance(message, CheckpointCommitted):
                 # every worker learns of every commit, so get_checkpoint is current everywhere
                 self._latest = message.checkpoint
                 self._reported = message.reported
-                self._resolve("step", message.step, None)
+                self._release(message.step)
                 self._resolve("commit", message.step, None)
+            elif isinstance(message, Preempted):
+                self._preemption_next = message.info
             elif isinstance(message, CollectiveReply):
                 self._resolve("collective", message.seq, message)
             elif isinstance(message, Stop) and self._on_driver_lost is not None:

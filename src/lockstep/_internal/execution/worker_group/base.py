@@ -31,6 +31,7 @@ from lockstep._internal.execution.messages import (
     CollectiveReply,
     CollectiveRequest,
     Failed,
+    Preempted,
     Report,
     Returned,
     StepDone,
@@ -80,15 +81,15 @@ class WorkerGroup(Protocol):
     """N workers running one training function.
 
     ``poll`` returns what the workers sent since the last call (waiting up to ``timeout``
-    seconds for something), ``notify`` tells every worker a step is complete (StepDone) or
-    its checkpoint was committed (CheckpointCommitted).
+    seconds for something), ``notify`` tells every worker a step is complete (StepDone), its
+    checkpoint was committed (CheckpointCommitted), or the run is being stopped (Preempted).
     """
 
     def start(self, spec: WorkerGroupSpec) -> None: ...
 
     def poll(self, timeout: float) -> list[WorkerEvent]: ...
 
-    def notify(self, message: StepDone | CheckpointCommitted) -> None: ...
+    def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -169,7 +170,7 @@ class ConnectedWorkerGroup(abc.ABC):
             self._selector.close()
             self._selector = None
 
-    def notify(self, message: StepDone | CheckpointCommitted) -> None:
+    def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None:
         self._send_running(message)
 
     def shutdown(self) -> None:

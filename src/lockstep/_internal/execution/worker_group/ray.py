@@ -38,6 +38,7 @@ from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._internal.execution.capacity import (
     CapacityChanged,
     NodeResources,
@@ -60,6 +61,9 @@ _CONNECT_TIMEOUT_S = 120.0
 _HANDSHAKE_TIMEOUT_S = 10.0
 # How often an elastic run, while its workers are placed, checks that they still fit.
 _ELASTIC_CHECK_S = 2.0
+# How often the group asks Ray's GCS which nodes are draining (as Ray Train's own
+# preemption watcher does): one small RPC, off the report path.
+_DRAIN_POLL_S = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +185,34 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self._refs: dict[int, Any] = {}
         self._info: dict[int, NodeInfo] = {}
         self._server: socket.socket | None = None
+        self._drain_checked = 0.0
+        self._drain_seen = False
+
+    def preemption_notice(self) -> PreemptionInfo | None:
+        """A node hosting workers is draining (a spot reclaim, a scale-down, ``ray
+        drain-node``): which ranks it holds, and its deadline. Returned once per group."""
+        now = time.monotonic()
+        if self._drain_seen or not self._info or now - self._drain_checked < _DRAIN_POLL_S:
+            return None
+        self._drain_checked = now
+        try:
+            draining: dict[str, int] = ray._private.state.state.get_draining_nodes()
+        except Exception as exc:  # a GCS hiccup: ask again at the next poll
+            logger.debug("could not ask Ray which nodes drain: %s", exc)
+            return None
+        ranks: dict[str, list[int]] = {}
+        for rank, info in sorted(self._info.items()):
+            if info.node_id in draining:
+                ranks.setdefault(info.node_id, []).append(rank)
+        if not ranks:
+            return None
+        self._drain_seen = True
+        deadlines = [draining[node] for node in ranks if draining[node] > 0]  # 0: none given
+        return PreemptionInfo(
+            deadline_ms=min(deadlines) if deadlines else None,
+            preempted_node_to_ranks=ranks,
+            reason="node drained",
+        )
 
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
         connect()

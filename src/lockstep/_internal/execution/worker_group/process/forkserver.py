@@ -29,6 +29,22 @@ from typing import Any
 _MAX_MESSAGE = 1 << 20
 
 
+class ServerDied(RuntimeError):
+    """The fork server is gone (killed, say): the workers it forked went with it."""
+
+    def __init__(self, pid: int, status: int | None) -> None:
+        how = "exited"
+        if status is not None and status < 0:
+            try:
+                how = f"was killed by {signal.Signals(-status).name}"
+            except ValueError:
+                how = f"was killed by signal {-status}"
+        elif status is not None:
+            how = f"exited with code {status}"
+        super().__init__(f"lockstep's fork server (pid {pid}) {how}")
+        self.pid = pid
+
+
 @dataclass(frozen=True)
 class SpawnRequest:
     """What a forked worker needs besides its three file descriptors."""
@@ -59,6 +75,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._exits: dict[int, int] = {}
         self._spawned: list[int] = []
+        self._status: int | None = None  # its exit code, once it died and was reaped
         # Wait until the server has let go of the driver's descriptors.
         if pickle.loads(self._sock.recv(_MAX_MESSAGE))[0] != "ready":
             raise RuntimeError("the fork server failed to start")
@@ -84,10 +101,23 @@ class ForkServer:
             return self._exits.pop(pid)
 
     def alive(self) -> bool:
+        if self._status is not None:
+            return False
         try:
-            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:
             return False
+        if pid == 0:
+            return True
+        self._status = os.waitstatus_to_exitcode(status)
+        return False
+
+    def _exit_status(self) -> int | None:
+        """The dead server's exit code (its end of the socket closed as it exited)."""
+        deadline = time.monotonic() + 1.0
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self._status
 
     def close(self) -> None:
         self._sock.close()  # the server sees end of file and exits
@@ -97,9 +127,12 @@ class ForkServer:
             pass
 
     def _read(self) -> None:
-        data = self._sock.recv(_MAX_MESSAGE)
+        try:
+            data = self._sock.recv(_MAX_MESSAGE)
+        except OSError:
+            data = b""
         if not data:
-            raise RuntimeError("the fork server exited")
+            raise ServerDied(self.pid, self._exit_status())
         kind, pid, code = pickle.loads(data)
         if kind == "spawned":
             self._spawned.append(pid)

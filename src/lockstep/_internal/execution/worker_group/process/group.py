@@ -133,6 +133,9 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             returncode = proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             return lost_connection(rank, proc.pid)
+        died = getattr(proc, "server_died", None)
+        if died is not None:
+            return helper_failure(rank, proc.pid, died)
         kind, summary = WorkerFailure.describe_exit(rank, proc.pid, returncode)
         return WorkerFailure(
             rank=rank,
@@ -206,22 +209,46 @@ class WorkerProcess(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
+def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure:
+    """The record of a worker that went with a process of lockstep's own (the fork server):
+    a failure of the group like a worker's, answered by a restart with a new one."""
+    return WorkerFailure(
+        rank=rank,
+        pid=pid,
+        kind="helper",
+        summary=f"{died}; rank {rank} (pid {pid}), forked by it, went with it",
+        time=time.time(),
+    )
+
+
 class ForkedWorker:
-    """A worker forked by the fork server; its exit code comes from the server."""
+    """A worker forked by the fork server; its exit code comes from the server.
+
+    If the server dies, so do its workers (their parent-death signal is SIGKILL): the
+    exit code is then SIGKILL's, and ``server_died`` says what happened.
+    """
 
     def __init__(self, server: forkserver.ForkServer, pid: int) -> None:
         self._server = server
         self.pid = pid
         self.returncode: int | None = None
+        self.server_died: forkserver.ServerDied | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._server.exit_code(self.pid, 0.0)
+            self.returncode = self._exit_code(0.0)
         return self.returncode
+
+    def _exit_code(self, timeout: float) -> int | None:
+        try:
+            return self._server.exit_code(self.pid, timeout)
+        except forkserver.ServerDied as died:
+            self.server_died = died
+            return -signal.SIGKILL
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self._server.exit_code(self.pid, 1e9 if timeout is None else timeout)
+            self.returncode = self._exit_code(1e9 if timeout is None else timeout)
         if self.returncode is None:
             assert timeout is not None
             raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)

@@ -1,0 +1,79 @@
+"""Every part of lockstep may die: SIGKILL to the fork server (the process the workers are
+forked from) mid-run is a worker-group failure, answered by a restart with a new server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+
+import pytest
+
+from lockstep import train
+from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep.train import (
+    Checkpoint,
+    DataParallelTrainer,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+    TrainingFailedError,
+)
+
+STEPS = 6
+
+
+def counting():
+    start = 0
+    if checkpoint := train.get_checkpoint():
+        with checkpoint.as_directory() as d, open(os.path.join(d, "step")) as f:
+            start = int(f.read()) + 1
+    for step in range(start, STEPS):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "step"), "w") as f:
+                f.write(str(step))
+            train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+    return start
+
+
+class KillForkServer(train.UserCallback):
+    """At the driver's second report, SIGKILL the fork server the workers came from."""
+
+    def __init__(self) -> None:
+        self.killed: list[int] = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        if metrics[0]["step"] == 1 and not self.killed:
+            pid = forkserver.server_pid()
+            assert pid is not None
+            self.killed.append(pid)
+            os.kill(pid, signal.SIGKILL)
+
+
+def fit(tmp_path, max_failures, killer):
+    return DataParallelTrainer(
+        counting,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(
+            storage_path=str(tmp_path),
+            verbose=0,
+            callbacks=[killer],
+            failure_config=FailureConfig(max_failures=max_failures),
+        ),
+    ).fit()
+
+
+def test_a_killed_fork_server_is_restarted_and_the_run_completes(tmp_path):
+    killer = KillForkServer()
+    result = fit(tmp_path, 1, killer)
+    assert result.metrics == {"step": STEPS - 1}
+    assert result.return_value >= 2  # resumed from a checkpoint after the kill
+    assert forkserver.server_pid() not in (None, killer.killed[0])  # a new server
+
+
+def test_a_killed_fork_server_with_no_restarts_left_names_it(tmp_path):
+    killer = KillForkServer()
+    with pytest.raises(TrainingFailedError) as raised:
+        fit(tmp_path, 0, killer)
+    message = str(raised.value)
+    assert f"lockstep's fork server (pid {killer.killed[0]}) was killed by SIGKILL" in message
