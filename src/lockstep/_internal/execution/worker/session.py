@@ -30,6 +30,7 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
+from lockstep._internal.execution.worker.positions import position_of, saved_positions
 from lockstep._internal.execution.worker.report_checks import (
     check_reserved,
     check_score,
@@ -94,6 +95,7 @@ class Session:
         self._lost = False
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
+        self._loaders: dict[str, Callable[[], dict[str, Any] | None]] = {}
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -142,6 +144,7 @@ class Session:
             True,
             time.time(),
             dir_name=checkpoint_dir_name,
+            data_positions=self.data_positions(),
             **fields,
         )
         self._exchange(report, commit=report.upload != "async")
@@ -222,6 +225,28 @@ class Session:
             shard = datasets[name]
             self._iterators[name] = shard.iterator() if hasattr(shard, "iterator") else shard
         return self._iterators[name]
+
+    def data_positions(self) -> dict[str, Any] | None:
+        """Where this worker's dataset shards and data loaders are, for a checkpoint."""
+        datasets = {
+            name: position_of(self._iterators.get(name, shard))
+            for name, shard in self._start.datasets.items()
+        }
+        datasets = {k: v for k, v in datasets.items() if v is not None}
+        loaders = {key: position() for key, position in self._loaders.items()}
+        if not datasets and not self._loaders:
+            return None
+        return {"datasets": datasets, "loaders": loaders}
+
+    def track_loader(self, position: Callable[[], dict[str, Any] | None]) -> str:
+        """Keep a data loader's position with every checkpoint; the loader's key."""
+        key = f"loader_{len(self._loaders)}"
+        self._loaders[key] = position
+        return key
+
+    def resume_positions(self) -> dict[str, Any]:
+        """The data positions kept in the checkpoint this attempt started from."""
+        return saved_positions(self._start.checkpoint)
 
     def barrier(self) -> None:
         self._collective("barrier", None)
