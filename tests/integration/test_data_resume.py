@@ -76,6 +76,25 @@ def train_on_rows(config):
     _write_down(config, pending)
 
 
+def train_on_a_data_loader(config):
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from lockstep.train.torch import prepare_data_loader
+
+    start, step = _restored_state()
+    data = TensorDataset(torch.arange(NUM_ROWS))
+    loader = prepare_data_loader(DataLoader(data, batch_size=4, shuffle=True))
+    pending = []
+    for epoch in range(start, EPOCHS):
+        if train.get_context().get_world_size() > 1:
+            loader.sampler.set_epoch(epoch)  # as Ray's guide has it
+        for (ids,) in loader:
+            _trained(config, step, epoch, ids.tolist(), pending)
+            step += 1
+    _write_down(config, pending)
+
+
 def rows_trained(log_dir):
     """Every (epoch, id) written down, by all ranks and attempts, with its count."""
     seen = collections.Counter()
@@ -138,10 +157,18 @@ def test_iter_rows_resumes_at_the_row(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_data_loader_resumes_mid_epoch(tmp_path):
+    result = trainer(tmp_path, train_on_a_data_loader, 2, fault_step=8).fit()
+    assert result.error is None
+    assert_exactly_once(tmp_path / "trained")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fn", [train_on_batches, train_on_a_data_loader], ids=["shard", "loader"])
 @pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2)])
-def test_restore_with_another_number_of_workers(tmp_path, before, after):
+def test_restore_with_another_number_of_workers(tmp_path, fn, before, after):
     fault_step = {2: 8, 1: 15}[before]  # in epoch 1, two batches after its last checkpoint
-    first = trainer(tmp_path, train_on_batches, before, fault_step, max_failures=0)
+    first = trainer(tmp_path, fn, before, fault_step, max_failures=0)
     with pytest.raises(train.TrainingFailedError):
         first.fit()
     restored = TorchTrainer.restore(

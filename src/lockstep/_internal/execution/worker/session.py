@@ -238,11 +238,13 @@ class Session:
             return None
         return {"datasets": datasets, "loaders": loaders}
 
-    def track_loader(self, position: Callable[[], dict[str, Any] | None]) -> str:
-        """Keep a data loader's position with every checkpoint; the loader's key."""
-        key = f"loader_{len(self._loaders)}"
+    def next_loader_key(self) -> str:
+        """The key the next data loader's position is kept under: its number in order."""
+        return f"loader_{len(self._loaders)}"
+
+    def track_loader(self, key: str, position: Callable[[], dict[str, Any] | None]) -> None:
+        """Keep a data loader's position with every checkpoint, under ``key``."""
         self._loaders[key] = position
-        return key
 
     def resume_positions(self) -> dict[str, Any]:
         """The data positions kept in the checkpoint this attempt started from."""
