@@ -17,7 +17,6 @@ from torch.utils.data import (
 )
 
 from lockstep._internal.execution.worker import session
-
 from lockstep.train.torch._devices import get_device
 from lockstep.train.torch._resume import ResumableLoader, ResumableSampler
 from lockstep.train.torch._world import world_rank, world_size
