@@ -376,7 +376,7 @@ class BatchIterable:
             shuffled = bool(local_shuffle_buffer_size)
             if shuffled and ids:
                 blocks = with_row_ids(blocks)  # which rows a shuffled batch holds
-            if shuffled:
+            if local_shuffle_buffer_size:
                 assert batch_size is not None
                 tables = shuffle_batches(
                     blocks, batch_size, local_shuffle_buffer_size, local_shuffle_seed, drop_last

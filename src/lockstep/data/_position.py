@@ -139,10 +139,12 @@ class PassTracker:
         self._rows_used += 1
 
     def consumed(self) -> list[Range]:
-        """The positions handed out so far, as merged ranges."""
-        self._settle()
+        """The positions handed out so far, as merged ranges (the batch being handed out
+        row by row goes on)."""
         self._consumed = merged(self._consumed)
-        return list(self._consumed)
+        if self._rows is None:
+            return list(self._consumed)
+        return merged([*self._consumed, *_runs(self._rows[: self._rows_used])])
 
     def _settle(self) -> None:
         if self._rows is not None:

@@ -80,8 +80,11 @@ def test_a_tracker_counts_batches_and_rows_as_they_are_handed_out():
     tracker.hand(np.array([9, 4, 7]))
     tracker.hand((10, 14), by_row=True)
     tracker.advance()
-    tracker.advance()
+    assert tracker.consumed() == [(0, 5), (7, 8), (9, 11)]
+    tracker.advance()  # asking for the position left the batch going on
     assert tracker.consumed() == [(0, 5), (7, 8), (9, 12)]
+    tracker.hand((14, 16))
+    assert tracker.consumed() == [(0, 5), (7, 8), (9, 12), (14, 16)]
 
 
 def test_pending_is_the_rest_of_the_pass_or_the_next_one():

@@ -156,7 +156,8 @@ class ResumableSampler(DistributedSampler):  # type: ignore[type-arg]
 class ResumableLoader(DataLoader):  # type: ignore[type-arg]
     """A DataLoader that tells its :class:`ResumableSampler` which batches it handed out."""
 
-    def __iter__(self) -> Iterator[Any]:
+    # A generator, not DataLoader's iterator class: what callers use of it is iteration.
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         sampler = self.sampler
         assert isinstance(sampler, ResumableSampler)
         batches = super().__iter__()

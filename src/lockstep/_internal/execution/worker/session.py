@@ -121,7 +121,15 @@ class Session:
         check_reserved(clean)
         step = self._num_reports
         if checkpoint is None:
-            report = Report(self.context.world_rank, step, clean, False, time.time())
+            # positions go with every report: another rank may attach the step's checkpoint
+            report = Report(
+                self.context.world_rank,
+                step,
+                clean,
+                False,
+                time.time(),
+                data_positions=self.data_positions(),
+            )
             self._exchange(report, commit=False)
             return
         if not isinstance(checkpoint, Checkpoint):
