@@ -22,6 +22,8 @@ row in every attempt (files read in order, ``random_shuffle(seed=...)``, not an 
 
 from __future__ import annotations
 
+import base64
+import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,15 +36,30 @@ Range = tuple[int, int]
 ROW_ID = "__lockstep_row_id__"
 
 
-def merged(ranges: Iterable[Sequence[int]]) -> list[Range]:
+def merged(ranges: Iterable[Sequence[int]] | np.ndarray) -> list[Range]:
     """``ranges`` sorted, empty ones dropped, touching or overlapping ones joined."""
-    out: list[Range] = []
-    for start, stop in sorted((int(a), int(b)) for a, b in ranges if b > a):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], stop))
-        else:
-            out.append((start, stop))
-    return out
+    return [(a, b) for a, b in merged_array(_array(ranges)).tolist()]
+
+
+def merged_array(ranges: np.ndarray) -> np.ndarray:
+    """:func:`merged` of an ``(n, 2)`` array, as one (vectorised: positions are asked for
+    at every report, and a shuffled pass's rows make many ranges)."""
+    ranges = ranges[ranges[:, 1] > ranges[:, 0]]
+    if not len(ranges):
+        return ranges
+    ranges = ranges[np.argsort(ranges[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(ranges[:, 1])
+    first = np.ones(len(ranges), dtype=bool)
+    first[1:] = ranges[1:, 0] > reach[:-1]
+    heads = np.flatnonzero(first)
+    stops = np.maximum.reduceat(ranges[:, 1], heads)
+    return np.stack([ranges[heads, 0], stops], axis=1)
+
+
+def _array(ranges: Iterable[Sequence[int]] | np.ndarray) -> np.ndarray:
+    if isinstance(ranges, np.ndarray):
+        return ranges.reshape(-1, 2).astype(np.int64, copy=False)
+    return np.asarray(list(ranges), dtype=np.int64).reshape(-1, 2)
 
 
 def num_rows(ranges: Iterable[Sequence[int]]) -> int:
@@ -53,12 +70,14 @@ def num_rows(ranges: Iterable[Sequence[int]]) -> int:
 def subtract(ordered: Sequence[Sequence[int]], taken: Sequence[Sequence[int]]) -> list[Range]:
     """The rows of ``ordered`` not in ``taken``, in the order of ``ordered``."""
     holes = merged(taken)
+    stops = [high for _, high in holes]
     out: list[Range] = []
     for start, stop in ordered:
         cursor = int(start)
-        for low, high in holes:
-            if high <= cursor or low >= stop:
-                continue
+        # the first hole that ends after the range starts; holes are sorted and disjoint
+        for low, high in itertools.islice(holes, bisect.bisect_right(stops, cursor), None):
+            if low >= stop:
+                break
             if low > cursor:
                 out.append((cursor, low))
             cursor = max(cursor, high)
@@ -69,14 +88,45 @@ def subtract(ordered: Sequence[Sequence[int]], taken: Sequence[Sequence[int]]) -
 
 def to_global(local: Sequence[Sequence[int]], ordered: Sequence[Sequence[int]]) -> list[Range]:
     """Local ranges (row positions within a pass over ``ordered``) as global ranges."""
+    return [(a, b) for a, b in to_global_array(_array(local), ordered).tolist()]
+
+
+def to_global_array(local: np.ndarray, ordered: Sequence[Sequence[int]]) -> np.ndarray:
+    """:func:`to_global` of an ``(n, 2)`` array of merged local ranges, as one."""
+    lengths = np.asarray([int(b) - int(a) for a, b in ordered], dtype=np.int64)
+    starts = np.asarray([int(a) for a, _ in ordered], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    if not len(local) or not len(lengths):
+        return np.zeros((0, 2), dtype=np.int64)
+    if len(lengths) == 1:  # a shard of one window: a shift keeps the ranges merged
+        return local + (starts[0] - offsets[0])
+    low, high = local[:, 0], local[:, 1]
+    piece = np.searchsorted(offsets, low, side="right") - 1
+    last = np.searchsorted(offsets, high - 1, side="right") - 1
+    inside = piece == last  # most ranges lie in one piece of ``ordered``
+    shift = starts[piece[inside]] - offsets[piece[inside]]
+    out = [np.stack([low[inside] + shift, high[inside] + shift], axis=1)]
+    for lo, hi, first, end in zip(
+        low[~inside], high[~inside], piece[~inside], last[~inside], strict=True
+    ):
+        for at in range(first, end + 1):
+            a, b = max(lo, offsets[at]), min(hi, offsets[at + 1])
+            out.append(np.asarray([[starts[at] + a - offsets[at], starts[at] + b - offsets[at]]]))
+    return merged_array(np.concatenate(out))
+
+
+def _to_global_few(local: list[list[int]], ordered: Sequence[Sequence[int]]) -> list[Range]:
+    """:func:`to_global` for a few ranges, without numpy's per-call cost."""
     out: list[Range] = []
-    offsets = [0, *itertools.accumulate(int(b) - int(a) for a, b in ordered)]
-    for low, high in local:
-        for (start, _), first, last in zip(ordered, offsets, offsets[1:], strict=False):
-            a, b = max(low, first), min(high, last)
+    offset = 0
+    for start, stop in ordered:
+        length = stop - start
+        for low, high in local:
+            a, b = max(low, offset), min(high, offset + length)
             if a < b:
-                out.append((start + a - first, start + b - first))
-    return merged(out)
+                out.append((start + a - offset, start + b - offset))
+        offset += length
+    return sorted(out)
 
 
 def split_rows(ordered: Sequence[Sequence[int]], n: int) -> list[list[Range]]:
@@ -86,38 +136,57 @@ def split_rows(ordered: Sequence[Sequence[int]], n: int) -> list[list[Range]]:
     sizes = [base + (1 if i < extra else 0) for i in range(n)]
     parts: list[list[Range]] = []
     pieces = [(int(a), int(b)) for a, b in ordered if b > a]
+    at = 0
     for size in sizes:
         part: list[Range] = []
         while size:
-            start, stop = pieces[0]
+            start, stop = pieces[at]
             take = min(size, stop - start)
             part.append((start, start + take))
             size -= take
             if start + take == stop:
-                pieces.pop(0)
+                at += 1
             else:
-                pieces[0] = (start + take, stop)
+                pieces[at] = (start + take, stop)
         parts.append(part)
     return parts
 
 
-def as_json(ranges: Sequence[Sequence[int]] | None) -> list[list[int]] | None:
-    return None if ranges is None else [[int(a), int(b)] for a, b in ranges]
+_FEW = 32  # more ranges than this are kept as packed int64 pairs, not a JSON list
+
+
+def as_json(ranges: Sequence[Sequence[int]] | np.ndarray | None) -> Any:
+    """Ranges as kept in JSON: ``[[start, stop], ...]``, or (many: a shuffled pass) their
+    int64 pairs packed, ``{"int64": base64}``, which costs microseconds to make."""
+    if ranges is None:
+        return None
+    if len(ranges) <= _FEW:
+        return [[int(a), int(b)] for a, b in ranges]
+    packed = _array(ranges).astype("<i8", copy=False).tobytes()
+    return {"int64": base64.b64encode(packed).decode("ascii")}
 
 
 def as_ranges(value: Any) -> list[Range] | None:
-    return None if value is None else [(int(a), int(b)) for a, b in value]
+    """The ranges :func:`as_json` kept."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        pairs = np.frombuffer(base64.b64decode(value["int64"]), dtype="<i8").reshape(-1, 2)
+        return [(a, b) for a, b in pairs.tolist()]
+    return [(int(a), int(b)) for a, b in value]
 
 
 class PassTracker:
     """The rows one pass handed to its caller, by their position within the pass.
 
     A batch counts as consumed when it is handed over (the caller trains on it before its
-    next ``report()``); ``iter_rows`` counts row by row.
+    next ``report()``); ``iter_rows`` counts row by row. Batches in order are ranges;
+    shuffled ones mark their rows in a mask, which stays cheap however scattered they are.
     """
 
     def __init__(self) -> None:
         self._consumed: list[Range] = []
+        self._mask = np.zeros(0, dtype=bool)  # rows of shuffled batches
         self._rows: np.ndarray | None = None  # a batch being handed out row by row
         self._rows_used = 0
         self.ended = False
@@ -128,11 +197,12 @@ class PassTracker:
         if by_row:
             self._rows = np.arange(*ids) if isinstance(ids, tuple) else ids
         elif isinstance(ids, tuple):
-            self._consumed.append(ids)
+            if self._consumed and self._consumed[-1][1] == ids[0]:
+                self._consumed[-1] = (self._consumed[-1][0], ids[1])  # the usual: in order
+            else:
+                self._consumed.append(ids)
         else:
-            self._consumed.extend(_runs(ids))
-        if len(self._consumed) > 64:
-            self._consumed = merged(self._consumed)
+            self._mark(ids)
 
     def advance(self) -> None:
         """One more row of the batch handed out row by row."""
@@ -141,26 +211,50 @@ class PassTracker:
     def consumed(self) -> list[Range]:
         """The positions handed out so far, as merged ranges (the batch being handed out
         row by row goes on)."""
-        self._consumed = merged(self._consumed)
-        if self._rows is None:
-            return list(self._consumed)
-        return merged([*self._consumed, *_runs(self._rows[: self._rows_used])])
+        return [(a, b) for a, b in self.consumed_array().tolist()]
+
+    def consumed_array(self) -> np.ndarray:
+        """:meth:`consumed` as an ``(n, 2)`` array."""
+        ordered = _array(self._consumed)
+        if not self._mask.any() and self._rows is None:
+            # batches in order: one range, or a few to merge
+            return ordered if len(ordered) <= 1 else merged_array(ordered)
+        shuffled = _runs(np.flatnonzero(self._mask), distinct=True)
+        if not len(ordered) and self._rows is None:
+            return shuffled  # sorted and merged already
+        parts = [ordered, shuffled]
+        if self._rows is not None:
+            parts.append(_runs(self._rows[: self._rows_used]))
+        return merged_array(np.concatenate(parts))
+
+    def _mark(self, ids: np.ndarray) -> None:
+        if not len(ids):
+            return
+        needed = int(ids.max()) + 1
+        if needed > len(self._mask):
+            grown = np.zeros(max(needed, 2 * len(self._mask)), dtype=bool)
+            grown[: len(self._mask)] = self._mask
+            self._mask = grown
+        self._mask[ids] = True
 
     def _settle(self) -> None:
         if self._rows is not None:
-            self._consumed.extend(_runs(self._rows[: self._rows_used]))
+            self._mark(self._rows[: self._rows_used])
             self._rows, self._rows_used = None, 0
 
 
-def _runs(ids: np.ndarray) -> list[Range]:
-    """Sorted integer ``ids`` as ranges of consecutive values."""
+def _runs(ids: np.ndarray, *, distinct: bool = False) -> np.ndarray:
+    """Integer ``ids`` as the sorted ``(n, 2)`` ranges of consecutive values they make up
+    (``distinct``: they are sorted and distinct already)."""
     if not len(ids):
-        return []
-    values = np.sort(np.asarray(ids, dtype=np.int64))
+        return np.zeros((0, 2), dtype=np.int64)
+    values = np.asarray(ids, dtype=np.int64)
+    if not distinct:
+        values = np.unique(values)
     breaks = np.flatnonzero(np.diff(values) != 1) + 1
-    starts = np.concatenate(([0], breaks))
-    stops = np.concatenate((breaks, [len(values)]))
-    return [(int(values[a]), int(values[b - 1]) + 1) for a, b in zip(starts, stops, strict=True)]
+    starts = values[np.concatenate(([0], breaks))]
+    stops = values[np.concatenate((breaks - 1, [len(values) - 1]))] + 1
+    return np.stack([starts, stops], axis=1)
 
 
 def with_row_ids(blocks: Iterator[Any]) -> Iterator[Any]:
@@ -281,6 +375,7 @@ class ShardPlace:
         self.tracker: PassTracker | None = None
         self._resume = resume
         self._resume_plan = resume_plan
+        self._pass_cache: tuple[Any, list[list[int]] | None] | None = None
 
     def begin_pass(self) -> Any:
         """Start the next pass; the plan of its rows, or None for the shard's own."""
@@ -309,16 +404,31 @@ class ShardPlace:
                         "consumed": [], "shard": shard}  # fmt: skip
             return {"epoch": resume.epoch, "ended": False, "pass": as_json(resume.ranges),
                     "consumed": [], "shard": shard}  # fmt: skip
-        consumed = self.tracker.consumed()
-        if self.pass_ranges is not None:
-            consumed = to_global(consumed, self.pass_ranges)
         return {
             "epoch": self.epoch,
             "ended": self.tracker.ended,
-            "pass": as_json(self.pass_ranges),
-            "consumed": as_json(consumed),
+            "pass": self._pass_json(),
+            "consumed": as_json(self._consumed()),
             "shard": shard,
         }
+
+    def _consumed(self) -> Any:
+        """The global rows the pass handed out: in Python for the usual few ranges (a
+        pass in order), vectorised for the many of a shuffled one."""
+        assert self.tracker is not None
+        local = self.tracker.consumed_array()
+        covered = self.pass_ranges
+        if covered is None:
+            return local
+        if len(local) <= _FEW and len(covered) <= _FEW:
+            return _to_global_few(local.tolist(), covered)
+        return to_global_array(local, covered)
+
+    def _pass_json(self) -> list[list[int]] | None:
+        """The pass's ranges as JSON, made once a pass (a resumed one may have many)."""
+        if self._pass_cache is None or self._pass_cache[0] is not self.pass_ranges:
+            self._pass_cache = (self.pass_ranges, as_json(self.pass_ranges))
+        return self._pass_cache[1]
 
 
 # The key of lockstep's record of the data positions in a checkpoint's metadata.

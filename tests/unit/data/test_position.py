@@ -1,6 +1,7 @@
 """The arithmetic of mid-epoch resume: ranges, what a pass handed out, what is left."""
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from lockstep.data._position import (
     PassTracker,
     Resume,
     ShardPlace,
+    as_json,
+    as_ranges,
     merged,
     num_rows,
     pending,
@@ -148,3 +151,11 @@ def test_a_placed_iterator_records_the_global_rows_it_handed_out(kind):
     position = iterator._place.position()
     assert (position["epoch"], position["ended"]) == (0, False)
     assert expand(position["consumed"]) == sorted(handed)
+
+
+def test_many_ranges_are_kept_packed_and_read_back():
+    many = [(i, i + 1) for i in range(0, 200, 2)]
+    kept = as_json(many)
+    assert set(kept) == {"int64"}  # a shuffled pass's scattered rows: compact, quick to make
+    assert as_ranges(json.loads(json.dumps(kept))) == many
+    assert as_json(many[:3]) == [[0, 1], [2, 3], [4, 5]]
