@@ -429,7 +429,3 @@ class ShardPlace:
         if self._pass_cache is None or self._pass_cache[0] is not self.pass_ranges:
             self._pass_cache = (self.pass_ranges, as_json(self.pass_ranges))
         return self._pass_cache[1]
-
-
-# The key of lockstep's record of the data positions in a checkpoint's metadata.
-DATA_POSITIONS_KEY = "lockstep_data_positions"

@@ -20,7 +20,7 @@ from typing import Any
 
 from lockstep._core import flags, storage
 from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.errors import (
     TrainingFailedError,
     TrainingInterrupted,
@@ -46,7 +46,6 @@ from lockstep._internal.execution.messages import (
     WorkerEvent,
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGroupSpec
-from lockstep.data._position import DATA_POSITIONS_KEY
 
 POLL_TIMEOUT_S = 0.25
 

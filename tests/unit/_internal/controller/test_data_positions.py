@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lockstep.data as ld
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.config import DataConfig
 from lockstep._internal.controller import data_positions
 from lockstep._internal.execution.worker.positions import position_of
-from lockstep.data._position import DATA_POSITIONS_KEY
 from tests.unit.data.strategies import SETTINGS
 
 NUM_ROWS = 60

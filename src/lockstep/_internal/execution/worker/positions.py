@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.data._iterator import DataIterator
-from lockstep.data._position import DATA_POSITIONS_KEY
+from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 
 logger = logging.getLogger(__name__)
 
 
 def position_of(shard: Any) -> dict[str, Any] | None:
-    """The position of a worker's dataset shard; None when it keeps none (a Ray dataset)."""
-    place = getattr(shard, "_place", None) if isinstance(shard, DataIterator) else None
+    """The position of a worker's dataset shard; None when it keeps none (a Ray dataset).
+
+    Told by the shard's ``_place`` (a ``lockstep.data`` iterator's), not by its class: a
+    worker starts without importing ``lockstep.data`` (and pyarrow), and one that never
+    asks for a shard never does.
+    """
+    place = getattr(shard, "_place", None)
     return place.position() if place is not None else None
 
 
