@@ -99,7 +99,8 @@ def to_global_array(local: np.ndarray, ordered: Sequence[Sequence[int]]) -> np.n
     if not len(local) or not len(lengths):
         return np.zeros((0, 2), dtype=np.int64)
     if len(lengths) == 1:  # a shard of one window: a shift keeps the ranges merged
-        return local + (starts[0] - offsets[0])
+        shifted: np.ndarray = local + int(starts[0] - offsets[0])
+        return shifted
     low, high = local[:, 0], local[:, 1]
     piece = np.searchsorted(offsets, low, side="right") - 1
     last = np.searchsorted(offsets, high - 1, side="right") - 1
