@@ -240,11 +240,14 @@ class Session:
             name: position_of(self._iterators.get(name, shard))
             for name, shard in self._start.datasets.items()
         }
-        datasets = {k: v for k, v in datasets.items() if v is not None}
-        loaders = {key: position() for key, position in self._loaders.items()}
         if not datasets and not self._loaders:
-            return None
-        return {"datasets": datasets, "loaders": loaders}
+            return None  # nothing to keep: the checkpoint's metadata stays the user's
+        loaders = {key: position() for key, position in self._loaders.items()}
+        # a shard with no pass yet is kept as none, so no older step's position lingers
+        return {
+            "datasets": {k: v for k, v in datasets.items() if v is not None},
+            "loaders": loaders,
+        }
 
     def next_loader_key(self) -> str:
         """The key the next data loader's position is kept under: its number in order."""
