@@ -5,7 +5,11 @@ spawned process timing 2000 round trips of the same dict over a multiprocessing 
 this process, which answers each (report() is one such round trip through the driver).
 Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the driver.
 
-    python benchmarks/report_latency.py [--reports 2000]
+With ``--shard ordered|shuffled`` each worker takes one batch of its dataset shard before
+every report, so each report also carries the shard's position (kept for a mid-epoch
+resume); ``shuffled`` uses a local shuffle over whole blocks, the most scattered case.
+
+    python benchmarks/report_latency.py [--reports 2000] [--shard ordered|shuffled]
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 
 def timed_reports(config: dict) -> None:
     timings = []
+    batches = None
+    if config["shard"] != "none":
+        shuffle = 10_000 if config["shard"] == "shuffled" else None
+        shard = train.get_dataset_shard("train")
+        batches = iter(shard.iter_batches(batch_size=32, local_shuffle_buffer_size=shuffle))
     for i in range(config["reports"]):
+        if batches is not None:
+            next(batches)
         start = time.perf_counter()
         train.report({"step": i, "loss": 1.0 / (i + 1), "lr": 0.001})
         timings.append(time.perf_counter() - start)
@@ -53,12 +64,19 @@ class LastStep(train.UserCallback):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=2000)
+    parser.add_argument("--shard", choices=["none", "ordered", "shuffled"], default="none")
     args = parser.parse_args()
+    datasets = {}
+    if args.shard != "none":
+        import lockstep.data as ld
+
+        datasets = {"train": ld.range(2 * 32 * (args.reports + 1))}
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
         last = LastStep()
         trainer = DataParallelTrainer(
             timed_reports,
-            train_loop_config={"reports": args.reports},
+            train_loop_config={"reports": args.reports, "shard": args.shard},
+            datasets=datasets,
             scaling_config=ScalingConfig(num_workers=2),
             run_config=RunConfig(storage_path=storage, verbose=0, callbacks=[last]),
         )

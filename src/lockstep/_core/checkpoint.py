@@ -26,6 +26,9 @@ DIR_BYTES_KEY = "fs_checkpoint"
 _model_loaders: list[Callable[[Checkpoint], Any]] = []
 # The fitted preprocessor, as hex-encoded cloudpickle in the metadata, as Ray stores it.
 PREPROCESSOR_KEY = "preprocessor_pkl"
+# Where every worker's dataset shards and data loaders were at a checkpoint's step, kept by
+# the driver so that a restart from it continues the data there (lockstep.data._position).
+DATA_POSITIONS_KEY = "lockstep_data_positions"
 
 
 class Checkpoint:

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from lockstep.data._batching import rebatch, shuffle_batches
 from lockstep.data._convert import check_batch_format, to_format, to_rows
+from lockstep.data._position import PassTracker, take_row_ids, with_row_ids
 from lockstep.data._prefetch import prefetch
 from lockstep.data._stats import IterStats, counted
 
@@ -62,10 +63,13 @@ class BatchIterable:
             >>> [row["id"] for row in ld.range(3).iter_rows()]
             [0, 1, 2]
         """
-        batches = self._batches(
-            "iter_rows", batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_batches
+        return self._batches(
+            "iter_rows",
+            batch_size=None,
+            batch_format="pyarrow",
+            prefetch_batches=prefetch_batches,
+            by_row=True,
         )
-        return Passes(functools.partial(_rows, batches), "iter_rows")
 
     def iter_batches(
         self,
@@ -329,7 +333,9 @@ class BatchIterable:
 
     def _sample_batch(self) -> dict[str, Any]:
         batches = iter(
-            self._batches("to_tf", batch_size=1, batch_format="numpy", prefetch_batches=0)
+            self._batches(
+                "to_tf", batch_size=1, batch_format="numpy", prefetch_batches=0, track=False
+            )
         )
         try:
             return dict(next(batches))
@@ -353,6 +359,8 @@ class BatchIterable:
         local_shuffle_seed: int | None = None,
         convert: Callable[[Any], Any] | None = None,
         writable: bool = False,
+        by_row: bool = False,
+        track: bool = True,
     ) -> Passes[Any]:
         check_batch_format(batch_format, where)
         _check_positive(batch_size, "batch_size", where, allow_none=True)
@@ -364,8 +372,10 @@ class BatchIterable:
                 f"{where}: a local shuffle needs a batch_size. HINT: pass batch_size=256"
             )
 
-        def produce() -> Iterator[tuple[int, Any]]:
-            blocks = self._pass_blocks()
+        def produce(blocks: Iterator[Any], ids: bool) -> Iterator[tuple[int, Any]]:
+            shuffled = bool(local_shuffle_buffer_size)
+            if shuffled and ids:
+                blocks = with_row_ids(blocks)  # which rows a shuffled batch holds
             if local_shuffle_buffer_size:
                 assert batch_size is not None
                 tables = shuffle_batches(
@@ -373,20 +383,33 @@ class BatchIterable:
                 )
             else:
                 tables = rebatch(blocks, batch_size, drop_last)
+            offset = 0
             for table in tables:
                 rows = table.num_rows
+                taken: Any = (offset, offset + rows)
+                if shuffled and ids:
+                    table, taken = take_row_ids(table)
+                offset += rows
                 batch = to_format(table, batch_format, writable=writable)
                 # drop references before the next read: a slice keeps its whole block alive
                 del table
-                yield rows, (convert(batch) if convert is not None else batch)
+                yield rows, (taken, convert(batch) if convert is not None else batch)
                 del batch
 
         def start() -> Iterator[Any]:
             stats = IterStats()
             self._last_stats = stats
-            return counted(prefetch(produce, prefetch_batches, stats.timer), stats)
+            blocks, tracker = self._begin_pass() if track else (self._pass_blocks(), None)
+            made = functools.partial(produce, blocks, tracker is not None)
+            batches = counted(prefetch(made, prefetch_batches, stats.timer), stats)
+            return _handed(batches, tracker, by_row)
 
         return Passes(start, where)
+
+    def _begin_pass(self) -> tuple[Iterator[Any], PassTracker | None]:
+        """The blocks of a new pass, and what records the rows it hands out (None: the
+        position is not kept; only a worker's dataset shard keeps one)."""
+        return self._pass_blocks(), None
 
 
 def _check_positive(value: int | None, name: str, where: str, allow_none: bool) -> None:
@@ -396,10 +419,22 @@ def _check_positive(value: int | None, name: str, where: str, allow_none: bool) 
         raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
 
 
-def _rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    passing = iter(batches)
+def _handed(
+    batches: Iterator[tuple[Any, Any]], tracker: PassTracker | None, by_row: bool
+) -> Iterator[Any]:
+    """The batches (or, ``by_row``, their rows), each recorded as handed out when it is."""
     try:
-        for batch in passing:
-            yield from to_rows(batch)
+        for taken, batch in batches:
+            if tracker is not None:
+                tracker.hand(taken, by_row=by_row)
+            if not by_row:
+                yield batch
+                continue
+            for row in to_rows(batch):
+                if tracker is not None:
+                    tracker.advance()
+                yield row
+        if tracker is not None:
+            tracker.ended = True
     finally:
-        passing.close()  # type: ignore[attr-defined]  # stops the prefetch thread now
+        batches.close()  # type: ignore[attr-defined]  # stops the prefetch thread now

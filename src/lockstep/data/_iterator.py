@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
+from lockstep.data._position import PassTracker, ShardPlace
 from lockstep.data._relational import Schema
 
 D = TypeVar("D")
@@ -31,15 +32,23 @@ class DataIterator(BatchIterable, Generic[D]):
         self._plan = plan
         self._wrap = wrap  # the public dataset class, for materialize() and iter_epochs()
         self._last_stats = None
+        self._place: ShardPlace | None = None  # kept for a worker's shard only
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"plan": self._plan, "wrap": self._wrap}
+        return {"plan": self._plan, "wrap": self._wrap, "place": self._place}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["plan"], state["wrap"])  # type: ignore[misc]
+        self._place = state.get("place")
 
     def _pass_blocks(self) -> Iterator[Any]:
         return self._plan.blocks()
+
+    def _begin_pass(self) -> tuple[Iterator[Any], PassTracker | None]:
+        if self._place is None:
+            return self._pass_blocks(), None
+        plan = self._place.begin_pass()
+        return (plan or self._plan).blocks(), self._place.tracker
 
     def schema(self) -> Any:
         """The :class:`~lockstep.data.Schema` of the rows.
@@ -100,3 +109,33 @@ class DataIterator(BatchIterable, Generic[D]):
 
     def __repr__(self) -> str:
         return f"DataIterator({self._plan.describe()})"
+
+
+def placed(iterator: DataIterator[Any], place: ShardPlace) -> DataIterator[Any]:
+    """``iterator``, keeping its position in the data as ``place`` says (a worker's shard)."""
+    iterator._place = place
+    return iterator
+
+
+def rows_plan(parent: Plan, ranges: list[tuple[int, int]]) -> Plan:
+    """The rows of ``parent`` in the global ``ranges``, in that order, as one plan."""
+    windows = parent.windows(ranges or [(0, 0)])
+    sources = [s for w in windows for s in w.sources]
+    counts = [n for w in windows for n in (w.counts or [])]
+    return Plan(sources, counts=counts)
+
+
+def reorders(plan: Plan) -> bool:
+    """Whether ``plan`` hands out its rows in a new order at every pass (an unseeded
+    ``random_shuffle``): then row ``i`` is not the same row in every attempt."""
+    from lockstep.data._sources import ReshuffledSource
+
+    def changes(source: Any) -> bool:
+        if isinstance(source, ReshuffledSource):
+            return True
+        inner = getattr(source, "inner", None)
+        return (inner is not None and changes(inner)) or any(
+            changes(p) for p in getattr(source, "parts", ())
+        )
+
+    return any(changes(s) for s in plan.sources)

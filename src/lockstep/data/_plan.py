@@ -37,6 +37,9 @@ class Plan:
         self.ops = tuple(ops)
         # output rows per source, once known (from metadata or counted once)
         self._counts: list[int] | None = list(counts) if counts is not None else None
+        # the plan this one is a row window of, and the window, in the process that cut it
+        # (not pickled): where a worker's shard sits in the dataset, for a mid-epoch resume
+        self.origin: tuple[Plan, tuple[int, int]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # the DataContext travels with the plan: a worker reads under the driver's settings
@@ -83,7 +86,9 @@ class Plan:
         out = []
         for start, stop in ranges:
             parts = _split.window_sources(self.sources, self.ops, counts, start, stop)
-            out.append(Plan([s for s, _ in parts], counts=[n for _, n in parts]))
+            window = Plan([s for s, _ in parts], counts=[n for _, n in parts])
+            window.origin = (self, (start, stop))
+            out.append(window)
         return out
 
     def split(self, n: int, equal: bool = False) -> list[Plan]:

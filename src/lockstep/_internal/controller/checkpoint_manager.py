@@ -37,6 +37,7 @@ class CheckpointManager:
         self._config = config
         self.state = state
         self._metadata = metadata or {}
+        self._own_metadata: dict[str, Any] = {}  # lockstep's: wins over a copied file's
 
     @classmethod
     def open(
@@ -69,8 +70,15 @@ class CheckpointManager:
             return None
         return self.checkpoint(self.state.latest)
 
-    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
-        self._metadata = {**self._metadata, **metadata}
+    def add_metadata(self, metadata: Mapping[str, Any], *, own: bool = False) -> None:
+        """Add ``metadata`` to every checkpoint committed from now on. ``own`` keys are
+        lockstep's record of the step (replacing what the checkpoint's files say: a user
+        may copy an older checkpoint's metadata file), and are written for checkpoints the
+        workers put in storage themselves too."""
+        if own:
+            self._own_metadata = {**self._own_metadata, **metadata}
+        else:
+            self._metadata = {**self._metadata, **metadata}
 
     def is_committed(self, dir_name: str, training_iteration: int) -> bool:
         """Whether the checkpoint called ``dir_name`` that step ``training_iteration``
@@ -119,10 +127,11 @@ class CheckpointManager:
         """
         name, index = reserved or self.reserve()
         merged = self._merge_ranks(staged)
-        if self._metadata:
+        if self._metadata or self._own_metadata:
             # Before the rename: a checkpoint is never visible without its metadata.
             staged_checkpoint = self.checkpoint(merged)
-            staged_checkpoint.set_metadata({**self._metadata, **staged_checkpoint.get_metadata()})
+            given = staged_checkpoint.get_metadata()
+            staged_checkpoint.set_metadata({**self._metadata, **given, **self._own_metadata})
         self._replace_same_name(name)
         self.run_dir.move(merged, name)
         flags.fault_point("checkpoint_moved")
@@ -146,6 +155,8 @@ class CheckpointManager:
         if inside != name:
             with checkpoint.as_directory() as local:
                 self.run_dir.upload_dir(local, name)
+        if self._own_metadata:
+            self.checkpoint(name).update_metadata(self._own_metadata)
         self._register(name, index, metrics, training_iteration)
         return self.checkpoint(name)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from lockstep._core import flags, storage
 from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.errors import (
     TrainingFailedError,
     TrainingInterrupted,
@@ -39,7 +39,7 @@ from lockstep._core.errors import (
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
-from lockstep._internal.controller import interrupts
+from lockstep._internal.controller import data_positions, interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.preemption import Drain, Notice, driver_notice_info
 from lockstep._internal.controller.progress import Progress, RunSummary
@@ -313,11 +313,13 @@ class TrainController:
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
         self._return_values = {}  # only the attempt that succeeds returns
+        checkpoint = self._run_record.latest_checkpoint or self._resume_from
         spec = dataclasses.replace(
             self._spec,
-            checkpoint=self._run_record.latest_checkpoint or self._resume_from,
+            checkpoint=checkpoint,
             staging_dir=self._staging_dir,
             reported=self._run_record.reported(),
+            datasets=data_positions.shards_for_attempt(self._spec.datasets, checkpoint),
         )
         self._progress.starting(state.attempt)
         self._group = self._make_worker_group()
@@ -473,6 +475,7 @@ class TrainController:
         """Commit the step's checkpoint (logging the step, unless it was logged when its
         upload started) and tell every worker."""
         persisted = next((r.persisted for r in step.reports if r.persisted is not None), None)
+        self._keep_data_positions(step)
         if pending is None:
             self._stage_handoffs(step)
             checkpoint = self._run_record.record_step(
@@ -490,6 +493,13 @@ class TrainController:
             reported = self._run_record.reported()
             self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
         return checkpoint
+
+    def _keep_data_positions(self, step: Step) -> None:
+        """The step's data positions go into its checkpoint's metadata: a restart from it
+        continues every dataset shard after the rows this step covered."""
+        positions = data_positions.of_step(step.reports)
+        if positions is not None:
+            self._run_record.add_checkpoint_metadata({DATA_POSITIONS_KEY: positions}, own=True)
 
     def _stage_handoffs(self, step: Step) -> None:
         """Ranks that reported ASYNC in a step another rank reported SYNC: their files

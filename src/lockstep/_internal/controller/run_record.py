@@ -86,9 +86,10 @@ class RunRecord:
         if run_dir.exists(storage.STATE_FILE):
             _reconciled(CheckpointManager.open(run_dir, CheckpointConfig())).close()
 
-    def add_checkpoint_metadata(self, metadata: Mapping[str, Any]) -> None:
-        """Add ``metadata`` to every checkpoint committed from now on."""
-        self._checkpoints.add_metadata(metadata)
+    def add_checkpoint_metadata(self, metadata: Mapping[str, Any], *, own: bool = False) -> None:
+        """Add ``metadata`` to every checkpoint committed from now on (``own``: lockstep's,
+        see :meth:`CheckpointManager.add_metadata`)."""
+        self._checkpoints.add_metadata(metadata, own=own)
 
     @property
     def state(self) -> RunState:

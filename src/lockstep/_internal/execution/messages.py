@@ -63,6 +63,9 @@ class Report:
     ``persisted``). ``dir_name`` is the user's ``checkpoint_dir_name``.
     ``staged`` echoes where the worker staged its part of the step's checkpoint (the
     step's directory under ``WorkerStart.staging_dir``), so the driver commits exactly that.
+    ``data_positions`` (with a checkpoint) is where the worker's dataset shards and data
+    loaders are, ``{"datasets": {name: position}, "loaders": {key: position}}``, kept with
+    the checkpoint so that a restart continues the data from there.
     """
 
     rank: int
@@ -75,6 +78,7 @@ class Report:
     persisted: Checkpoint | None = None
     dir_name: str | None = None
     staged: str | None = None
+    data_positions: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

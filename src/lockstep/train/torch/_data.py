@@ -8,9 +8,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
+from lockstep._internal.execution.worker import session
 from lockstep.train.torch._devices import get_device
+from lockstep.train.torch._resume import ResumableLoader, ResumableSampler
 from lockstep.train.torch._world import world_rank, world_size
 
 
@@ -64,6 +72,12 @@ def prepare_data_loader(
     ``loader.sampler.set_epoch(epoch)`` each epoch for a new order. Batches are moved to
     :func:`get_device`.
 
+    The sampler keeps its place: its epoch and the batches handed out in it are kept with
+    every checkpoint, and after a restart from that checkpoint (with as many workers, or
+    another number) the epoch continues with the samples no worker was given yet. Inside
+    a training function this holds for one worker too (its loader gets a sampler of one
+    replica, drawing a new order at every pass when the loader shuffled).
+
     Args:
         data_loader: The loader a single-process script would use.
         add_dist_sampler: Split the data across workers.
@@ -76,7 +90,7 @@ def prepare_data_loader(
         >>> [batch[0].tolist() for batch in loader]
         [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     """
-    if add_dist_sampler and world_size() > 1 and _can_shard(data_loader):
+    if add_dist_sampler and _can_shard(data_loader) and _keeps_place(data_loader):
         data_loader = _with_sampler(data_loader)
     if not move_to_device:
         return data_loader
@@ -92,15 +106,35 @@ def _can_shard(loader: DataLoader[Any]) -> bool:
     return loader.batch_size is not None
 
 
+def _keeps_place(loader: DataLoader[Any]) -> bool:
+    """Whether the loader gets the sampler that keeps its place across restarts: with
+    several workers (Ray's DistributedSampler), and with one inside a training function,
+    so that a run restored with another number of workers continues its epoch."""
+    if world_size() > 1:
+        return True
+    return session.current() is not None and isinstance(
+        loader.sampler, RandomSampler | SequentialSampler
+    )
+
+
 def _with_sampler(loader: DataLoader[Any]) -> DataLoader[Any]:
     seed = _Seed.value if _Seed.value is not None else 0
-    sampler: DistributedSampler[Any] = DistributedSampler(
+    shuffle = isinstance(loader.sampler, RandomSampler)
+    current = session.current()
+    key = current.next_loader_key() if current is not None else ""
+    saved = current.resume_positions().get("loaders", {}).get(key) if current else None
+    sampler = ResumableSampler(
         loader.dataset,
         num_replicas=world_size(),
         rank=world_rank(),
-        shuffle=isinstance(loader.sampler, RandomSampler),
+        shuffle=shuffle,
         seed=seed,
+        saved=saved,
+        # one worker stands in for a RandomSampler, which draws a new order at every pass
+        auto_epoch=world_size() == 1 and shuffle,
     )
+    if current is not None:
+        current.track_loader(key, sampler.position)
     kwargs: dict[str, Any] = {
         "batch_size": loader.batch_size,
         "sampler": sampler,
@@ -118,7 +152,7 @@ def _with_sampler(loader: DataLoader[Any]) -> DataLoader[Any]:
     if _Seed.value is not None:
         kwargs["worker_init_fn"] = _seed_loader_process
         kwargs["generator"] = torch.Generator().manual_seed(seed)
-    return DataLoader(loader.dataset, **kwargs)
+    return ResumableLoader(loader.dataset, **kwargs)
 
 
 def _seed_loader_process(worker_id: int) -> None:

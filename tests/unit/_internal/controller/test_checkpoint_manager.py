@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.run_state import RunState
 from lockstep._core.storage import StorageDir
@@ -145,3 +146,22 @@ def test_a_late_commit_of_an_older_checkpoint_does_not_become_the_latest(tmp_pat
         "checkpoint_000000",
         "checkpoint_000001",
     ]
+
+
+def test_own_metadata_wins_over_a_copied_metadata_file_and_reaches_adopted_checkpoints(run_dir):
+    manager = CheckpointManager.open(run_dir, CheckpointConfig(), {"preprocessor_pkl": "p"})
+    manager.add_metadata({"lockstep_data_positions": {"step": 1}}, own=True)
+    staged = stage(run_dir, ".staging/s0/rank_00000")
+    # the user's files hold an older checkpoint's metadata file, copied along
+    Checkpoint(run_dir.join(staged)).set_metadata(
+        {"lockstep_data_positions": {"step": 0}, "preprocessor_pkl": "mine", "user": 1}
+    )
+    committed = manager.commit(".staging/s0", {}, training_iteration=1)
+    assert committed.get_metadata() == {
+        "lockstep_data_positions": {"step": 1},
+        "preprocessor_pkl": "mine",
+        "user": 1,
+    }
+    stage(run_dir, "mine")  # a checkpoint the workers put in storage themselves
+    adopted = manager.adopt(Checkpoint(run_dir.join("mine")), {}, training_iteration=2)
+    assert adopted.get_metadata() == {"lockstep_data_positions": {"step": 1}}

@@ -32,6 +32,7 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
+from lockstep._internal.execution.worker.positions import position_of, saved_positions
 from lockstep._internal.execution.worker.report_checks import (
     check_reserved,
     check_score,
@@ -98,6 +99,7 @@ class Session:
         self._iterators: dict[str, Any] = {}
         self._preemption: PreemptionInfo | None = None
         self._preemption_next: PreemptionInfo | None = None
+        self._loaders: dict[str, Callable[[], dict[str, Any] | None]] = {}
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -123,7 +125,15 @@ class Session:
         check_reserved(clean)
         step = self._num_reports
         if checkpoint is None:
-            report = Report(self.context.world_rank, step, clean, False, time.time())
+            # positions go with every report: another rank may attach the step's checkpoint
+            report = Report(
+                self.context.world_rank,
+                step,
+                clean,
+                False,
+                time.time(),
+                data_positions=self.data_positions(),
+            )
             self._exchange(report, commit=False)
             return
         if not isinstance(checkpoint, Checkpoint):
@@ -146,6 +156,7 @@ class Session:
             True,
             time.time(),
             dir_name=checkpoint_dir_name,
+            data_positions=self.data_positions(),
             **fields,
         )
         self._exchange(report, commit=report.upload != "async")
@@ -229,6 +240,33 @@ class Session:
             shard = datasets[name]
             self._iterators[name] = shard.iterator() if hasattr(shard, "iterator") else shard
         return self._iterators[name]
+
+    def data_positions(self) -> dict[str, Any] | None:
+        """Where this worker's dataset shards and data loaders are, for a checkpoint."""
+        datasets = {
+            name: position_of(self._iterators.get(name, shard))
+            for name, shard in self._start.datasets.items()
+        }
+        if not datasets and not self._loaders:
+            return None  # nothing to keep: the checkpoint's metadata stays the user's
+        loaders = {key: position() for key, position in self._loaders.items()}
+        # a shard with no pass yet is kept as none, so no older step's position lingers
+        return {
+            "datasets": {k: v for k, v in datasets.items() if v is not None},
+            "loaders": loaders,
+        }
+
+    def next_loader_key(self) -> str:
+        """The key the next data loader's position is kept under: its number in order."""
+        return f"loader_{len(self._loaders)}"
+
+    def track_loader(self, key: str, position: Callable[[], dict[str, Any] | None]) -> None:
+        """Keep a data loader's position with every checkpoint, under ``key``."""
+        self._loaders[key] = position
+
+    def resume_positions(self) -> dict[str, Any]:
+        """The data positions kept in the checkpoint this attempt started from."""
+        return saved_positions(self._start.checkpoint)
 
     def barrier(self) -> None:
         self._collective("barrier", None)
