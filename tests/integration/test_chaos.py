@@ -36,31 +36,34 @@ def assert_clean(chaos):
 def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path):
     rng = random.Random(2024)
     chaos = _chaos.Chaos(str(tmp_path), epochs=EPOCHS)
-    # 5 runs x 5 worker faults, in this process: raise, exit, signal, SIGKILL from outside
-    # (while the loop goes on), slow rank
-    for n in range(5):
-        faults = _chaos.plan_faults(rng, count=5, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS)
+    # 4 runs x 6 worker faults, in this process: raise, exit, signal, SIGKILL from
+    # outside (while the loop goes on), slow rank
+    for n in range(4):
+        faults = _chaos.plan_faults(rng, count=6, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS)
         chaos.run_worker_faults(f"workers{n}", faults)
-    # Driver deaths, with worker faults and a preemption (SIGTERM to the driver from a
-    # worker) in the same runs: killed mid-commit then from outside mid-training and
-    # restored; killed at start-up then preempted, and the script run again.
+    # Driver deaths, with worker faults in the same runs: SIGKILL from outside mid-training,
+    # the script run again and preempted (SIGTERM to the driver, sent by a worker), then
+    # restored; SIGKILL mid-commit, then restored.
     chaos.run_driver_kills(
-        "driver_killed",
-        ["point:checkpoint_moved:3", "SIGKILL:5"],
-        _chaos.plan_faults(rng, count=2, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS),
+        "driver_killed_and_preempted",
+        ["SIGKILL:3"],
+        [
+            Fault(kind="preempt", rank=1, at_epoch=6),
+            *_chaos.plan_faults(rng, count=2, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS),
+        ],
         restore=True,
     )
     chaos.run_driver_kills(
-        "driver_preempted",
-        ["point:run_opened"],
-        [Fault(kind="preempt", rank=1, at_epoch=4), Fault(kind="kill", rank=0, at_epoch=6)],
-        restore=False,
+        "driver_killed_mid_commit",
+        ["point:checkpoint_moved:4"],
+        _chaos.plan_faults(rng, count=2, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS),
+        restore=True,
     )
     assert_clean(chaos)
     injected = chaos.tally.injected
     assert sum(injected.values()) >= 30
     assert {"raise", "exit", "signal", "kill", "slow", "preempt"} <= set(injected)
-    assert injected["driver SIGKILL"] == 1 and injected["driver SIGKILL at a point"] == 2
+    assert injected["driver SIGKILL"] == injected["driver SIGKILL at a point"] == 1
     # every failure was followed by a restarted attempt's report
     assert {k: len(v) for k, v in chaos.tally.recovery.items()} == {
         k: n for k, n in injected.items() if k != "slow"

@@ -252,27 +252,21 @@ class Chaos:
     def _continue(
         self, spec: dict[str, Any], faults: Sequence[Fault], *, restore: bool
     ) -> tuple[Result, list[Any]]:
-        """Complete the run: in this process (warm: its fork server) when no preemption
-        fault is left to fire (it would stop this process), else by driver processes."""
+        """Complete the run: by driver processes while a preemption fault is left to fire
+        (it would stop this process), then in this process (warm: its fork server)."""
         from lockstep.train.torch import TorchTrainer
 
         run_dir = os.path.join(spec["storage"], spec["name"])
-        fired = {(f["kind"], f["rank"], f["epoch"]) for f in _fired(run_dir)}
-        pending = [
-            f for f in faults if f.kind == "preempt" and (f.kind, f.rank, f.at_epoch) not in fired
-        ]
-        if not pending:
-            if restore and TorchTrainer.can_restore(run_dir):
-                return fit(TorchTrainer.restore(run_dir))
-            return fit(
-                trainer(spec["storage"], spec["name"], spec["config"], max_failures=len(faults))
-            )
-        for _ in range(2 + len(pending)):  # a preemption stops a driver: run it again
+        for _ in range(sum(f.kind == "preempt" for f in faults)):
+            if not _pending_preemptions(faults, run_dir):
+                break
             code, _ = self._drive({**spec, "restore": restore}, None)
             if code == 0:
                 with open(os.path.join(spec["storage"], f"{spec['name']}.values"), "rb") as f:
                     return Result.from_path(run_dir), pickle.load(f)
-        raise RuntimeError("the driver never completed the run")
+        if restore and TorchTrainer.can_restore(run_dir):
+            return fit(TorchTrainer.restore(run_dir))
+        return fit(trainer(spec["storage"], spec["name"], spec["config"], max_failures=len(faults)))
 
     def _drive(self, spec: dict[str, Any], kill: str | None) -> tuple[int, float | None]:
         """Run the driver process once, killed as ``kill`` says: its exit code and the
@@ -369,8 +363,10 @@ def recovery_time(rows: list[dict[str, Any]], fault_time: float) -> float | None
     return None
 
 
-def _fired(run_dir: str) -> list[dict[str, Any]]:
-    return fired_faults(run_dir) if os.path.isdir(run_dir) else []
+def _pending_preemptions(faults: Sequence[Fault], run_dir: str) -> list[Fault]:
+    fired = fired_faults(run_dir) if os.path.isdir(run_dir) else []
+    done = {(f["kind"], f["rank"], f["epoch"]) for f in fired}
+    return [f for f in faults if f.kind == "preempt" and (f.kind, f.rank, f.at_epoch) not in done]
 
 
 def _rows(run_dir: str) -> list[dict[str, Any]]:
