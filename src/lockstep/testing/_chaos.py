@@ -157,6 +157,7 @@ class Tally:
     """What the chaos runs saw: the table ``benchmarks/chaos.py`` prints."""
 
     runs: int = 0
+    driver_kills: int = 0
     completed: int = 0
     lost_checkpoints: int = 0
     not_equal: int = 0
@@ -170,6 +171,7 @@ class Tally:
             ("runs", str(self.runs)),
             ("faults injected", str(sum(self.injected.values()))),
             *((f"  {kind}", str(n)) for kind, n in sorted(self.injected.items())),
+            ("driver kills planned", str(self.driver_kills)),
             ("runs completed", f"{self.completed} / {self.runs}"),
             ("lost checkpoints", str(self.lost_checkpoints)),
             ("runs not bitwise equal", str(self.not_equal)),
@@ -231,13 +233,16 @@ class Chaos:
         self, name: str, kills: Sequence[str], faults: Sequence[Fault] = (), *, restore: bool
     ) -> None:
         """One run whose driver is a separate process, killed as each of ``kills`` says
-        (``"point:run_opened"``, ``"point:row_written:3"``, ``"SIGKILL:4"`` = after 4 rows,
-        ``"SIGTERM:2"``), then continued until it completes by running the driver again,
-        which fits the same trainer (``restore=False``) or ``TorchTrainer.restore(path)``."""
+        (``"point:run_opened"``, ``"point:row_written:3"`` = the third time this driver
+        reaches that point, ``"SIGKILL:4"`` = once this driver added 4 rows,
+        ``"SIGTERM:2"``), then continued until it completes: by running the driver again,
+        which fits the same trainer (``restore=False``) or ``TorchTrainer.restore(path)``,
+        while a preemption fault is left, then in this process."""
         self.tally.runs += 1
         shm = _shm_files()
         spec = {"storage": self.storage, "name": name, "config": self.config(faults)}
         killed_at: dict[str, float] = {}
+        self.tally.driver_kills += len(kills)
         for n, kill in enumerate(kills):
             _, when = self._drive(spec, kill)
             if when is not None:
@@ -395,8 +400,10 @@ def _shm_files() -> set[str]:
 def _kill_after_rows(
     driver: subprocess.Popen[str], run_dir: str, rows: int, signum: int
 ) -> float | None:
-    """Send ``signum`` to ``driver`` once the run holds ``rows`` rows; when it was sent."""
+    """Send ``signum`` to ``driver`` once it has added ``rows`` rows to the run; when it
+    was sent."""
     result = os.path.join(run_dir, "result.json")
+    rows += _count_lines(result)
     while driver.poll() is None:
         if _count_lines(result) >= rows:
             driver.send_signal(signum)
