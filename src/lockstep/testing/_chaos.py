@@ -74,7 +74,7 @@ def model(config: dict[str, Any]) -> list[bytes]:
         x = torch.randn(32, 8, generator=batch)
         loss = torch.nn.functional.mse_loss(ddp(x), x.sum(dim=1, keepdim=True).sin())
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
         _report(config, epoch, loss.item(), net, optimizer)
     return [p.detach().numpy().tobytes() for p in net.parameters()]
