@@ -19,7 +19,6 @@ from lockstep._core.storage import StorageDir
 FaultKind = Literal["raise", "exit", "signal", "kill", "hang", "slow", "preempt"]
 KINDS: tuple[str, ...] = ("raise", "exit", "signal", "kill", "hang", "slow", "preempt")
 FAULTS_DIR = ".faults"
-FIRED_DIR = "fired"
 
 
 class InjectedFailure(RuntimeError):
@@ -33,8 +32,8 @@ class Fault:
     The training function calls :meth:`fire_if_due` with its epoch or step number (as
     :func:`train_epochs` does); the fault fires on its rank when that number is
     ``at_epoch``. The count is kept in the run directory (``.faults/``), so that the workers
-    a restart brings up do not fail again once the budget is spent, and every firing is
-    recorded there with its time (see :func:`fired_faults`).
+    a restart brings up do not fail again once the budget is spent: each firing is a file
+    there, with its time (see :func:`fired_faults`).
 
     Args:
         kind: What happens:
@@ -138,25 +137,33 @@ class Fault:
         if context.get_world_rank() != self.rank or epoch != self.at_epoch:
             return
         run_dir = StorageDir.from_uri(context.get_trial_dir())
-        count = self._claim(run_dir)
-        if count is None:
+        if not self._claim(run_dir):
             return
         if self.kind == "kill":
-            _kill_later(self, run_dir, count)
+            _kill_later(self.seconds, f"lockstep-fault-{self.name}")
             return
-        _record(self, run_dir, count)
         _FIRE[self.kind](self)
 
-    def _claim(self, run_dir: StorageDir) -> int | None:
-        """The firing's number in this run, or None when the budget is spent."""
-        folder = run_dir.child(FAULTS_DIR)
-        folder.makedirs()
+    def _claim(self, run_dir: StorageDir) -> bool:
+        """Record this firing, unless the budget is spent. The record is the claim: a
+        worker stopped right after it (by a peer's failure) cannot lose a firing."""
         # The run directory may be remote (s3://...): go through its storage, never os.
-        fired = int(folder.read_text(self.name)) if folder.exists(self.name) else 0
+        folder = run_dir.child(FAULTS_DIR)
+        prefix = f"{self.name}-"
+        fired = sum(n.startswith(prefix) and n.endswith(".json") for n in folder.listdir())
         if self.times != -1 and fired >= self.times:
-            return None
-        folder.write_atomic(self.name, str(fired + 1).encode())
-        return fired + 1
+            return False
+        event = {
+            "kind": self.kind,
+            "rank": self.rank,
+            "epoch": self.at_epoch,
+            "pid": os.getpid(),
+            # a kill's time is when it lands
+            "time": time.time() + (self.seconds if self.kind == "kill" else 0.0),
+        }
+        folder.makedirs()
+        folder.write_atomic(f"{prefix}{fired + 1}.json", json.dumps(event).encode())
+        return True
 
 
 def _raise(fault: Fault) -> None:
@@ -200,32 +207,13 @@ _FIRE = {
 }
 
 
-def _kill_later(fault: Fault, run_dir: StorageDir, count: int) -> None:
-    """SIGKILL this worker from another thread after ``fault.seconds``: the kill lands
-    wherever the training loop is by then, not at a point of its choosing."""
-    pid = os.getpid()
-
-    def kill() -> None:
-        _record(fault, run_dir, count)
-        os.kill(pid, signal.SIGKILL)
-
-    timer = threading.Timer(fault.seconds, kill)
-    timer.name = f"lockstep-fault-{fault.name}"
+def _kill_later(seconds: float, name: str) -> None:
+    """SIGKILL this worker from another thread after ``seconds``: the kill lands wherever
+    the training loop is by then, not at a point of its choosing."""
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
+    timer.name = name
     timer.daemon = True
     timer.start()
-
-
-def _record(fault: Fault, run_dir: StorageDir, count: int) -> None:
-    event = {
-        "kind": fault.kind,
-        "rank": fault.rank,
-        "epoch": fault.at_epoch,
-        "pid": os.getpid(),
-        "time": time.time(),
-    }
-    folder = run_dir.child(FAULTS_DIR, FIRED_DIR)
-    folder.makedirs()
-    folder.write_atomic(f"{fault.name}-{count}.json", json.dumps(event).encode())
 
 
 def _driver_pid() -> int:
@@ -268,10 +256,8 @@ def fired_faults(run_dir: str) -> list[dict[str, Any]]:
         ...     [(f["kind"], f["rank"], f["epoch"]) for f in fired_faults(result.path)]
         [('exit', 0, 1)]
     """
-    folder = StorageDir.from_uri(run_dir).child(FAULTS_DIR, FIRED_DIR)
-    if not folder.exists():
-        return []
-    events = [json.loads(folder.read_text(name)) for name in folder.listdir()]
+    folder = StorageDir.from_uri(run_dir).child(FAULTS_DIR)
+    events = [json.loads(folder.read_text(n)) for n in folder.listdir() if n.endswith(".json")]
     return sorted(events, key=lambda e: float(e["time"]))
 
 
