@@ -27,7 +27,7 @@ needs_preemption = pytest.mark.skipif(
 
 def assert_clean(chaos):
     tally = chaos.tally
-    assert tally.problems == []
+    assert tally.problems == [], tally.table()
     assert tally.completed == tally.runs
     assert tally.lost_checkpoints == tally.not_equal == tally.leftovers == 0
 
@@ -65,9 +65,8 @@ def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path):
     assert {"raise", "exit", "signal", "kill", "slow", "preempt"} <= set(injected)
     assert injected["driver SIGKILL"] == injected["driver SIGKILL at a point"] == 1
     # every failure was followed by a restarted attempt's report
-    assert {k: len(v) for k, v in chaos.tally.recovery.items()} == {
-        k: n for k, n in injected.items() if k != "slow"
-    }
+    recovered = {k: len(v) for k, v in chaos.tally.recovery.items()}
+    assert recovered == {k: n for k, n in injected.items() if k != "slow"}, chaos.tally.table()
 
 
 @pytest.mark.slow

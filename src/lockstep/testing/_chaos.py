@@ -134,7 +134,8 @@ def plan_faults(
     rng: random.Random, *, count: int, epochs: int, kinds: Sequence[str]
 ) -> list[Fault]:
     """``count`` random faults of ``kinds`` at distinct (kind, rank, epoch), none at the last
-    epoch (a delayed kill must land while the workers still train)."""
+    epoch and no kill at the last two (a delayed kill must land while the workers still
+    train, also on a loaded machine)."""
     faults: dict[str, Fault] = {}
     while len(faults) < count:
         kind = rng.choice(list(kinds))
@@ -146,7 +147,11 @@ def plan_faults(
         elif kind == "exit":
             options["exit_code"] = rng.choice([1, 3, 137])
         fault = Fault.random(
-            kind, num_workers=NUM_WORKERS, num_epochs=epochs - 1, seed=rng, **options
+            kind,
+            num_workers=NUM_WORKERS,
+            num_epochs=epochs - (2 if kind == "kill" else 1),
+            seed=rng,
+            **options,
         )
         faults.setdefault(fault.name, fault)
     return list(faults.values())
