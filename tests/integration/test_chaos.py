@@ -11,6 +11,7 @@ import random
 import pytest
 
 from lockstep import train
+from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.testing import Fault, _chaos, assert_resume_equivalent, fired_faults, train_epochs
 from lockstep.train import FailureConfig, RunConfig, ScalingConfig
 
@@ -25,6 +26,18 @@ needs_preemption = pytest.mark.skipif(
 )
 
 
+@pytest.fixture
+def torch_fork_server():
+    """A fork server forked after torch was imported, so that every restarted worker has
+    torch at once, as in a script that imports it first (a server forked earlier in the
+    session, before any test imported torch, would make each worker import it)."""
+    import torch  # noqa: F401
+
+    if forkserver._server is not None:
+        forkserver._server.close()
+        forkserver._server = None
+
+
 def assert_clean(chaos):
     tally = chaos.tally
     assert tally.problems == [], tally.table()
@@ -33,7 +46,7 @@ def assert_clean(chaos):
 
 
 @pytest.mark.slow
-def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path):
+def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path, torch_fork_server):
     rng = random.Random(2024)
     chaos = _chaos.Chaos(str(tmp_path), epochs=EPOCHS)
     # 4 runs x 6 worker faults, in this process: raise, exit, signal, SIGKILL from
@@ -71,7 +84,7 @@ def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path):
 
 @pytest.mark.slow
 @needs_hang_detection
-def test_hung_ranks_among_random_faults_are_restarted(tmp_path):
+def test_hung_ranks_among_random_faults_are_restarted(tmp_path, torch_fork_server):
     rng = random.Random(7)
     chaos = _chaos.Chaos(str(tmp_path), epochs=EPOCHS)
     faults = [
@@ -86,7 +99,7 @@ def test_hung_ranks_among_random_faults_are_restarted(tmp_path):
 
 @pytest.mark.slow
 @needs_preemption
-def test_a_preempted_driver_stops_restorably_and_resumes_bitwise_equal(tmp_path):
+def test_a_preempted_driver_stops_restorably_and_resumes_bitwise_equal(tmp_path, torch_fork_server):
     chaos = _chaos.Chaos(str(tmp_path), epochs=EPOCHS)
     chaos.run_driver_kills(
         "preempted",

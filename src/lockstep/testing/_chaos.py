@@ -202,6 +202,7 @@ class Chaos:
         self.scratch = os.path.join(storage, "scratch")
         os.makedirs(self.scratch, exist_ok=True)
         self.tally = Tally()
+        self._before = _descendants()
         self.reference, self.reference_values = fit(trainer(storage, "reference", self.config()))
         self._drivers: list[int] = []
 
@@ -335,6 +336,7 @@ class Chaos:
         found = []
         if os.path.exists(os.path.join(run_dir, ".staging")):
             found.append(".staging left in the run")
+        found += [f"process {pid} left running" for pid in _stray_processes(self._before)]
         ours = {os.getpid(), *self._drivers}
         new = {n for n in _shm_files() - shm_before if any(f"-{pid}-" in n for pid in ours)}
         found += [f"/dev/shm/{n} left" for n in sorted(new)]
@@ -393,6 +395,36 @@ def lost_checkpoints(result: Result) -> list[str]:
     return sorted(
         n for n in named if n not in kept or not os.path.isdir(os.path.join(result.path, n))
     )
+
+
+def _stray_processes(before: set[int], timeout: float = 5.0) -> list[int]:
+    """This process's descendants but ``before`` and the fork server (warm by design),
+    once the ones already told to stop had a moment to go."""
+    import psutil
+
+    from lockstep._internal.execution.worker_group.process import forkserver
+
+    def alive(proc: Any) -> bool:
+        try:
+            return bool(proc.status() != psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            return False
+
+    def stray() -> list[int]:
+        server = forkserver.server_pid()
+        children = psutil.Process().children(recursive=True)
+        return [c.pid for c in children if c.pid not in before | {server} and alive(c)]
+
+    deadline = time.monotonic() + timeout
+    while (left := stray()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
+def _descendants() -> set[int]:
+    import psutil
+
+    return {c.pid for c in psutil.Process().children(recursive=True)}
 
 
 def _shm_files() -> set[str]:
