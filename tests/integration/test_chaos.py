@@ -165,3 +165,17 @@ def test_assert_resume_equivalent_needs_hang_detection_for_a_hang():
             train_loop_config={"epochs": 2},
             run_config=RunConfig(verbose=0, failure_config=FailureConfig(max_failures=1)),
         )
+
+
+@needs_preemption
+def test_assert_resume_equivalent_restores_a_preempted_run(tmp_path):
+    # SIGTERM to this process, the driver: the run stops restorably and is restored
+    result = assert_resume_equivalent(
+        lambda config: train_epochs(config) > 0,
+        [Fault(kind="preempt", rank=0, at_epoch=2), Fault(kind="raise", rank=1, at_epoch=3)],
+        train_loop_config={"epochs": 5},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    assert result.metrics_dataframe["epoch"].iloc[-1] == 4
+    assert [f["kind"] for f in fired_faults(result.path)] == ["preempt", "raise"]
