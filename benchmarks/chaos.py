@@ -5,8 +5,9 @@ algorithms, a checkpoint every epoch) trained under random faults, each run cont
 until it completes:
 
 - worker faults, in this process: an exception, ``os._exit``, a signal to itself, SIGKILL
-  from outside (while the loop goes on), a slow rank, and (when hang detection is there,
-  ``FailureConfig(hang_timeout_s=...)``) a hung rank;
+  from another thread (while the loop goes on), a slow rank, and (when hang detection is
+  there, ``FailureConfig(hang_timeout_s=...)``) a hung rank; and per run one SIGKILL of
+  rank 0 from this process, after a random number of rows;
 - driver deaths: the driver is a separate process, killed with SIGKILL at lockstep's named
   points (start-up, a row durable, mid-commit, a step complete) or from outside after a
   random number of rows, or sent SIGTERM (a scheduler's preemption), or preempted by a
@@ -19,7 +20,8 @@ no process, /dev/shm file or .staging directory left. Prints the table: faults i
 kind, runs completed, lost checkpoints, runs not bitwise equal, leftovers, and the median
 recovery time (from the fault to the first report of the new attempt) per kind.
 
-Defaults: 25 runs x 8 worker faults (200) and 10 runs x 2 driver kills (20), 12 epochs.
+Defaults: 25 runs x (8 worker faults + 1 kill from this process) (225) and 10 runs x 2
+driver kills (20), 12 epochs.
 
     python benchmarks/chaos.py [--worker-runs 25] [--faults-per-run 8]
                                [--driver-runs 10] [--kills-per-run 2] [--seed 0]
@@ -54,7 +56,12 @@ def worker_runs(chaos: _chaos.Chaos, args: argparse.Namespace, rng: random.Rando
         kinds.append("hang")
     for n in range(args.worker_runs):
         faults = _chaos.plan_faults(rng, count=args.faults_per_run, epochs=args.epochs, kinds=kinds)
-        chaos.run_worker_faults(f"workers{n}", faults, hang_timeout_s=hang_timeout)
+        chaos.run_worker_faults(
+            f"workers{n}",
+            faults,
+            hang_timeout_s=hang_timeout,
+            outside_kills=[rng.randrange(1, 4)],
+        )
         print(f"  worker-fault run {n + 1}/{args.worker_runs} done", flush=True)
 
 

@@ -49,11 +49,11 @@ def assert_clean(chaos):
 def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path, torch_fork_server):
     rng = random.Random(2024)
     chaos = _chaos.Chaos(str(tmp_path), epochs=EPOCHS)
-    # 4 runs x 6 worker faults, in this process: raise, exit, signal, SIGKILL from
-    # outside (while the loop goes on), slow rank
+    # 4 runs x 6 worker faults, in this process: raise, exit, signal, SIGKILL from another
+    # thread (while the loop goes on), slow rank; and a SIGKILL of rank 0 from this process
     for n in range(4):
         faults = _chaos.plan_faults(rng, count=6, epochs=EPOCHS, kinds=_chaos.WORKER_KINDS)
-        chaos.run_worker_faults(f"workers{n}", faults)
+        chaos.run_worker_faults(f"workers{n}", faults, outside_kills=[rng.randrange(1, 4)])
     # Driver deaths, with worker faults in the same runs: SIGKILL from outside mid-training,
     # the script run again and preempted (SIGTERM to the driver, sent by a worker), then
     # restored; SIGKILL mid-commit, then restored.
@@ -76,6 +76,7 @@ def test_random_worker_faults_and_driver_deaths_leave_no_trace(tmp_path, torch_f
     injected = chaos.tally.injected
     assert sum(injected.values()) >= 30
     assert {"raise", "exit", "signal", "kill", "slow", "preempt"} <= set(injected)
+    assert injected["worker SIGKILL from another process"] >= 1
     assert injected["driver SIGKILL"] == injected["driver SIGKILL at a point"] == 1
     # every failure was followed by a restarted attempt's report
     recovered = {k: len(v) for k, v in chaos.tally.recovery.items()}

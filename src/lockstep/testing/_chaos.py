@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -215,25 +216,35 @@ class Chaos:
         }
 
     def run_worker_faults(
-        self, name: str, faults: Sequence[Fault], hang_timeout_s: float | None = None
+        self,
+        name: str,
+        faults: Sequence[Fault],
+        hang_timeout_s: float | None = None,
+        *,
+        outside_kills: Sequence[int] = (),
     ) -> None:
-        """One run in this process with ``faults``, restarted after each."""
+        """One run in this process with ``faults``, restarted after each. For each of
+        ``outside_kills``, this process SIGKILLs rank 0 once that many more rows are
+        written: a kill from another process, wherever the worker is."""
         self.tally.runs += 1
         shm = _shm_files()
+        killer = _OutsideKiller(os.path.join(self.storage, name), outside_kills, epochs=self.epochs)
         try:
             result, values = fit(
                 trainer(
                     self.storage,
                     name,
                     self.config(faults),
-                    max_failures=len(faults),
+                    max_failures=len(faults) + len(outside_kills),
                     hang_timeout_s=hang_timeout_s,
                 )
             )
         except Exception as exc:  # the run did not complete: the table says so
             self.tally.problems.append(f"{name}: {type(exc).__name__}: {exc}")
             return
-        self._check(name, result, values, shm, kills={})
+        finally:
+            killer.stop()
+        self._check(name, result, values, shm, kills=killer.killed)
 
     def run_driver_kills(
         self, name: str, kills: Sequence[str], faults: Sequence[Fault] = (), *, restore: bool
@@ -358,8 +369,49 @@ class Chaos:
                 self.tally.recovery[_label(kind)].append(seconds)
 
 
+class _OutsideKiller:
+    """A thread of this process that SIGKILLs the run's rank 0 (the pid its latest row
+    names) after each given number of new rows, unless the run is in its last two epochs
+    (the kill must land while the workers still train)."""
+
+    def __init__(self, run_dir: str, waits: Sequence[int], *, epochs: int) -> None:
+        self._last = epochs - 2
+        self.killed: dict[str, float] = {}
+        self._result = os.path.join(run_dir, "result.json")
+        self._waits = list(waits)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lockstep-chaos-killer")
+        if self._waits:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._waits:
+            self._thread.join()
+
+    def _run(self) -> None:
+        for n, wait in enumerate(self._waits):
+            target = _count_lines(self._result) + wait
+            while _count_lines(self._result) < target:
+                if self._done.wait(0.005):
+                    return
+            row = _rows_of(self._result)[-1]
+            pid = row["pid"]
+            if (
+                row["epoch"] < self._last and pid in _descendants()
+            ):  # a worker of this run's, not a reused pid
+                self.killed[f"outside-{n}"] = time.time()
+                os.kill(pid, signal.SIGKILL)
+
+
+def _rows_of(path: str) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.endswith("\n")]
+
+
 def _label(kind: str) -> str:
     return {
+        "outside": "worker SIGKILL from another process",
         "sigkill": "driver SIGKILL",
         "sigterm": "driver SIGTERM",
         "driver point": "driver SIGKILL at a point",
