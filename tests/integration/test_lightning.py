@@ -3,6 +3,7 @@ and every rank ends with the same weights."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -39,7 +40,8 @@ def train_func(config):
             return loss
 
         def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.05)
+            # Momentum gives the optimizer a state to checkpoint and restore.
+            return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
 
     torch.manual_seed(0)
     x = torch.randn(64, 4)
@@ -68,9 +70,20 @@ def train_func(config):
             path = os.path.join(directory, RayTrainReportCallback.CHECKPOINT_NAME)
             trainer.fit(model, loader, ckpt_path=path)
     rank = train.get_context().get_world_rank()
-    torch.save(model.layer.state_dict(), os.path.join(config["out"], f"rank{rank}.pt"))
+    with gathered(trainer.strategy):
+        state = {k: v.clone() for k, v in model.layer.state_dict().items()}
+    torch.save(state, os.path.join(config["out"], f"rank{rank}.pt"))
     assert trainer.world_size == 2 and trainer.global_rank == rank
     assert len(loader.dataset) // len(trainer.train_dataloader) == 16  # 32 rows a rank
+
+
+def gathered(strategy):
+    """Every rank sees the whole weights inside (FSDP holds a shard of them otherwise)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    if isinstance(strategy.model, FullyShardedDataParallel):
+        return FullyShardedDataParallel.summon_full_params(strategy.model)
+    return contextlib.nullcontext()
 
 
 def fit(tmp_path, epochs, checkpoint=None, **config):
@@ -110,6 +123,29 @@ def test_lightning_ddp_reports_checkpoints_resumes_with_identical_weights(tmp_pa
     assert all(torch.equal(first[k], second[k]) for k in first)
 
 
+def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_stopped(tmp_path):
+    result = fit(tmp_path, epochs=2, fsdp=True)
+    assert result.metrics_dataframe["step"].tolist() == [4, 8]
+    first, second = weights(tmp_path)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    with result.checkpoint.as_directory() as directory:
+        saved = torch.load(os.path.join(directory, "checkpoint.ckpt"), weights_only=False)
+    # One file with the whole (gathered) weights and optimizer state, not a shard a rank.
+    assert torch.equal(saved["state_dict"]["layer.weight"], first["weight"])
+    assert torch.equal(saved["state_dict"]["layer.bias"], first["bias"])
+    momentum = saved["optimizer_states"][0]["state"]
+    assert sorted(momentum) == [0, 1] and momentum[0]["momentum_buffer"].shape == (1, 4)
+
+    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, fsdp=True)
+    fit(tmp_path / "straight", epochs=3, fsdp=True)
+    assert resumed.metrics_dataframe["step"].tolist() == [12]
+    # Weights and momentum were restored: 2 + 1 epochs end where 3 epochs in one go end.
+    after_resume, in_one_go = weights(tmp_path / "again"), weights(tmp_path / "straight")
+    for mine, expected in zip(after_resume, in_one_go, strict=True):
+        assert all(torch.allclose(mine[k], expected[k]) for k in expected)
+    assert not torch.equal(after_resume[0]["weight"], first["weight"])
+
+
 def strategies_func():
     from lockstep.train.lightning import RayDDPStrategy, RayFSDPStrategy, RayLightningEnvironment
 
@@ -123,8 +159,6 @@ def strategies_func():
 
 
 def test_strategies_and_environment_take_lockstep_ranks(tmp_path):
-    # FSDP itself needs an accelerator (torch refuses CPU-only FSDP), so it is checked here
-    # for what lockstep gives it: the device and the sampler's ranks.
     result = TorchTrainer(
         strategies_func,
         scaling_config=ScalingConfig(num_workers=2),

@@ -3,9 +3,11 @@ TorchTrainer, as Ray's ``ray.train.lightning``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -48,7 +50,8 @@ class RayDDPStrategy(pl.strategies.DDPStrategy):
 
 
 class RayFSDPStrategy(pl.strategies.FSDPStrategy):
-    """Lightning's FSDP on lockstep's workers. Takes ``FSDPStrategy``'s arguments.
+    """Lightning's FSDP on lockstep's workers, on GPUs or on CPUs (with gloo). Takes
+    ``FSDPStrategy``'s arguments.
 
     Example:
         >>> RayFSDPStrategy().__class__.__mro__[1].__name__
@@ -62,6 +65,81 @@ class RayFSDPStrategy(pl.strategies.FSDPStrategy):
     @property
     def distributed_sampler_kwargs(self) -> dict[str, Any]:
         return _sampler_kwargs()
+
+    def _wrap_kwargs(self) -> dict[str, Any]:
+        # Lightning passes ``device_id=root_device.index``, which is None on a CPU, and
+        # torch's FSDP then looks for an accelerator and refuses to run. The device itself
+        # names the CPU (and is the same as its index on a GPU).
+        return {
+            "cpu_offload": self.cpu_offload,
+            "mixed_precision": self.mixed_precision_config,
+            "sharding_strategy": self.sharding_strategy,
+            "device_id": self.root_device,
+            **self.kwargs,
+        }
+
+    def _setup_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrapped = any(isinstance(m, FullyShardedDataParallel) for m in model.modules())
+        if self.root_device.type != "cpu" or wrapped:
+            return super()._setup_model(model)
+        model = FullyShardedDataParallel(module=model, **self._wrap_kwargs())
+        # Lightning sees a wrapped model and skips its own wrap; the policy was applied
+        # above, so it is held back from Lightning's "already wrapped" warning.
+        policy = self.kwargs.pop("auto_wrap_policy", None)
+        try:
+            return super()._setup_model(model)
+        finally:
+            if policy is not None:
+                self.kwargs["auto_wrap_policy"] = policy
+
+    @contextlib.contextmanager
+    def model_sharded_context(self) -> Generator[None, None, None]:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        from torch.distributed.fsdp.wrap import enable_wrap
+
+        with enable_wrap(wrapper_cls=FullyShardedDataParallel, **self._wrap_kwargs()):
+            yield
+
+    def _gathers_on_cpu(self) -> bool:
+        return self.root_device.type == "cpu" and self._state_dict_type == "full"
+
+    def _full_state_dict_context(self) -> contextlib.AbstractContextManager[None]:
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp.api import FullOptimStateDictConfig
+
+        # Lightning gathers with offload_to_cpu=True. On a CPU the "offload" copy is the
+        # gathered tensor itself, which torch then frees: the next read crashes the worker.
+        # The tensors are on the CPU already, so nothing is offloaded.
+        return FSDP.state_dict_type(
+            module=self.model,
+            state_dict_type=StateDictType.FULL_STATE_DICT,
+            state_dict_config=FullStateDictConfig(offload_to_cpu=False, rank0_only=True),
+            optim_state_dict_config=FullOptimStateDictConfig(offload_to_cpu=False, rank0_only=True),
+        )
+
+    def lightning_module_state_dict(self) -> dict[str, Any]:
+        if not self._gathers_on_cpu():
+            return super().lightning_module_state_dict()
+        assert self.model is not None
+        with self._full_state_dict_context():
+            return self.model.state_dict()
+
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+        if not self._gathers_on_cpu():
+            return super().optimizer_state(optimizer)
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import OptimStateKeyType
+
+        assert self.model is not None
+        optimizer = getattr(optimizer, "_optimizer", optimizer)  # a LightningOptimizer
+        with self._full_state_dict_context():
+            state = FSDP.optim_state_dict(self.model, optimizer)
+        if self.global_rank == 0:  # the format Lightning saves and loads
+            state = FSDP.rekey_optim_state_dict(state, OptimStateKeyType.PARAM_ID, self.model)
+        return state
 
 
 class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
