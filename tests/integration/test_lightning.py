@@ -22,6 +22,7 @@ def train_func(config):
 
     from lockstep.train.lightning import (
         RayDDPStrategy,
+        RayDeepSpeedStrategy,
         RayFSDPStrategy,
         RayLightningEnvironment,
         RayTrainReportCallback,
@@ -46,7 +47,11 @@ def train_func(config):
     torch.manual_seed(0)
     x = torch.randn(64, 4)
     data = TensorDataset(x, x.sum(dim=1, keepdim=True))
-    strategy = RayFSDPStrategy() if config.get("fsdp") else RayDDPStrategy()
+    strategy = {
+        "ddp": RayDDPStrategy,
+        "fsdp": RayFSDPStrategy,
+        "deepspeed": lambda: RayDeepSpeedStrategy(stage=2),
+    }[config.get("strategy", "ddp")]()
     trainer = pl.Trainer(
         max_epochs=config["epochs"],
         devices="auto",
@@ -124,7 +129,7 @@ def test_lightning_ddp_reports_checkpoints_resumes_with_identical_weights(tmp_pa
 
 
 def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_stopped(tmp_path):
-    result = fit(tmp_path, epochs=2, fsdp=True)
+    result = fit(tmp_path, epochs=2, strategy="fsdp")
     assert result.metrics_dataframe["step"].tolist() == [4, 8]
     first, second = weights(tmp_path)
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -136,8 +141,8 @@ def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_st
     momentum = saved["optimizer_states"][0]["state"]
     assert sorted(momentum) == [0, 1] and momentum[0]["momentum_buffer"].shape == (1, 4)
 
-    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, fsdp=True)
-    fit(tmp_path / "straight", epochs=3, fsdp=True)
+    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, strategy="fsdp")
+    fit(tmp_path / "straight", epochs=3, strategy="fsdp")
     assert resumed.metrics_dataframe["step"].tolist() == [12]
     # Weights and momentum were restored: 2 + 1 epochs end where 3 epochs in one go end.
     after_resume, in_one_go = weights(tmp_path / "again"), weights(tmp_path / "straight")
@@ -146,12 +151,53 @@ def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_st
     assert not torch.equal(after_resume[0]["weight"], first["weight"])
 
 
+def test_lightning_deepspeed_zero2_on_cpu_checkpoints_every_shard_and_resumes(
+    tmp_path, monkeypatch
+):
+    import tqdm
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    # DeepSpeed's reader shows tqdm bars; tqdm's documented switch keeps its monitor
+    # thread from outliving the test.
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
+
+    result = fit(tmp_path, epochs=2, strategy="deepspeed")
+    assert result.metrics_dataframe["step"].tolist() == [4, 8]
+    first, second = weights(tmp_path)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    with result.checkpoint.as_directory() as directory:
+        saved = os.path.join(directory, "checkpoint.ckpt")
+        # DeepSpeed's own layout: the model once, the optimizer state in one shard a rank.
+        assert sorted(os.listdir(os.path.join(saved, "checkpoint"))) == [
+            "mp_rank_00_model_states.pt",
+            "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+            "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+        ]
+        whole = get_fp32_state_dict_from_zero_checkpoint(saved, tag="checkpoint")
+    assert torch.equal(whole["layer.weight"], first["weight"])
+    assert torch.equal(whole["layer.bias"], first["bias"])
+
+    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, strategy="deepspeed")
+    assert resumed.metrics_dataframe["step"].tolist() == [12]
+    # ZeRO-2 takes the same SGD steps as DDP: resuming after 2 epochs ends where DDP's
+    # 3 epochs in one go end, so the weights and the momentum shards were restored.
+    fit(tmp_path / "ddp", epochs=3)
+    after_resume, in_one_go = weights(tmp_path / "again"), weights(tmp_path / "ddp")
+    for mine, expected in zip(after_resume, in_one_go, strict=True):
+        assert all(torch.allclose(mine[k], expected[k]) for k in expected)
+
+
 def strategies_func():
-    from lockstep.train.lightning import RayDDPStrategy, RayFSDPStrategy, RayLightningEnvironment
+    from lockstep.train.lightning import (
+        RayDDPStrategy,
+        RayDeepSpeedStrategy,
+        RayFSDPStrategy,
+        RayLightningEnvironment,
+    )
 
     rank = train.get_context().get_world_rank()
     environment = RayLightningEnvironment()
-    for strategy in (RayDDPStrategy(), RayFSDPStrategy()):
+    for strategy in (RayDDPStrategy(), RayFSDPStrategy(), RayDeepSpeedStrategy()):
         assert strategy.root_device == torch.device("cpu")
         assert strategy.distributed_sampler_kwargs == {"num_replicas": 2, "rank": rank}
     environment.set_world_size(8)  # Lightning's guess; lockstep's world wins

@@ -3,6 +3,7 @@ TorchTrainer, as Ray's ``ray.train.lightning``."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -19,11 +20,13 @@ from lockstep.train.torch import get_device
 try:  # Lightning 2.x; pytorch_lightning is the same code under its older name.
     import lightning.pytorch as pl
     from lightning.fabric.plugins.environments.lightning import LightningEnvironment
+    from lightning.fabric.utilities.seed import reset_seed
 except ImportError:  # pragma: no cover - only pytorch_lightning installed
     import pytorch_lightning as pl  # type: ignore[no-redef]
     from lightning_fabric.plugins.environments.lightning import (  # type: ignore[assignment]
         LightningEnvironment,
     )
+    from lightning_fabric.utilities.seed import reset_seed  # type: ignore[no-redef]
 
 
 def _sampler_kwargs() -> dict[str, Any]:
@@ -143,8 +146,8 @@ class RayFSDPStrategy(pl.strategies.FSDPStrategy):
 
 
 class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
-    """Lightning's DeepSpeed on lockstep's workers (needs ``deepspeed`` installed). Takes
-    ``DeepSpeedStrategy``'s arguments.
+    """Lightning's DeepSpeed on lockstep's workers, on GPUs or on CPUs (DeepSpeed's CPU
+    accelerator, gloo). Needs ``deepspeed`` installed. Takes ``DeepSpeedStrategy``'s arguments.
     """
 
     @property
@@ -154,6 +157,44 @@ class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
     @property
     def distributed_sampler_kwargs(self) -> dict[str, Any]:
         return _sampler_kwargs()
+
+    def setup_environment(self) -> None:
+        if self.root_device.type != "cpu":
+            super().setup_environment()
+            return
+        # Lightning refuses any accelerator but CUDA here, yet DeepSpeed runs on CPUs with its
+        # CPU accelerator (gloo). Everything else DeepSpeed's setup does is kept.
+        pl.strategies.DDPStrategy.setup_environment(self)
+
+    def setup_distributed(self) -> None:
+        if self.root_device.type != "cpu":
+            super().setup_distributed()
+            return
+        # Lightning's check that GPU indices match the local ranks has no meaning on CPUs
+        # (the CPU device has no index); the rest is DeepSpeedStrategy.setup_distributed.
+        reset_seed()
+        self.set_world_ranks()
+        self._init_deepspeed_distributed()
+
+    def _setup_model_and_optimizer(
+        self, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any = None
+    ) -> tuple[Any, Any]:
+        if self.root_device.type != "cpu":
+            return super()._setup_model_and_optimizer(model, optimizer, lr_scheduler)
+        import deepspeed
+
+        # Lightning names the device by ``root_device.index``, None on a CPU, which DeepSpeed
+        # cannot compare; DeepSpeed's CPU accelerator takes the local rank.
+        engine, deepspeed_optimizer, _, _ = deepspeed.initialize(
+            args=argparse.Namespace(device_rank=self.local_rank),
+            config=self.config,
+            model=model,
+            model_parameters=[p for p in model.parameters() if p.requires_grad],
+            optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
+            dist_init_required=False,
+        )
+        return engine, deepspeed_optimizer
 
 
 class RayLightningEnvironment(LightningEnvironment):
@@ -226,7 +267,8 @@ class RayTrainReportCallback(pl.Callback):
     """Reports the logged metrics (with ``epoch`` and ``step``) and a checkpoint
     (``checkpoint.ckpt``, the Trainer's own format) at the end of every training epoch.
 
-    Resume with ``trainer.fit(model, ckpt_path=os.path.join(d, "checkpoint.ckpt"))``.
+    ``checkpoint.ckpt`` is one file, or with DeepSpeed a directory holding every rank's
+    ZeRO shard. Resume with ``trainer.fit(model, ckpt_path=os.path.join(d, "checkpoint.ckpt"))``.
 
     Example:
         >>> RayTrainReportCallback.CHECKPOINT_NAME
@@ -242,11 +284,17 @@ class RayTrainReportCallback(pl.Callback):
         }
         metrics["epoch"] = trainer.current_epoch
         metrics["step"] = trainer.global_step
-        directory = tempfile.mkdtemp(prefix="lightning-checkpoint-")
+        # Every rank takes part (FSDP gathers, DeepSpeed writes each rank's shard) and
+        # Lightning writes to rank 0's path, so every rank uses rank 0's directory.
+        directory = trainer.strategy.broadcast(
+            tempfile.mkdtemp(prefix="lightning-checkpoint-") if trainer.global_rank == 0 else None
+        )
         try:
-            # Every rank takes part (a sharded strategy gathers here); rank 0 writes.
+            os.makedirs(directory, exist_ok=True)
             trainer.save_checkpoint(os.path.join(directory, self.CHECKPOINT_NAME))
-            has_files = trainer.global_rank == 0 and bool(os.listdir(directory))
+            # One rank a machine hands its files over; report merges the machines' files.
+            has_files = trainer.local_rank == 0 and bool(os.listdir(directory))
             report(metrics, checkpoint=Checkpoint.from_directory(directory) if has_files else None)
         finally:
+            # report returns once the files are copied, on every rank.
             shutil.rmtree(directory, ignore_errors=True)
