@@ -50,7 +50,7 @@ def train_func(config):
     strategy = {
         "ddp": RayDDPStrategy,
         "fsdp": RayFSDPStrategy,
-        "deepspeed": lambda: RayDeepSpeedStrategy(stage=2),
+        "deepspeed": lambda: RayDeepSpeedStrategy(stage=config.get("stage", 2)),
     }[config.get("strategy", "ddp")]()
     trainer = pl.Trainer(
         max_epochs=config["epochs"],
@@ -151,8 +151,26 @@ def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_st
     assert not torch.equal(after_resume[0]["weight"], first["weight"])
 
 
-def test_lightning_deepspeed_zero2_on_cpu_checkpoints_every_shard_and_resumes(
-    tmp_path, monkeypatch
+SHARDS = {
+    # ZeRO 2: the model once, the optimizer state in one shard a rank.
+    2: [
+        "mp_rank_00_model_states.pt",
+        "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    ],
+    # ZeRO 3: the weights are sharded too.
+    3: [
+        "zero_pp_rank_0_mp_rank_00_model_states.pt",
+        "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "zero_pp_rank_1_mp_rank_00_model_states.pt",
+        "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    ],
+}
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_lightning_deepspeed_on_cpu_checkpoints_every_shard_and_resumes(
+    tmp_path, monkeypatch, stage
 ):
     import tqdm
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
@@ -161,25 +179,27 @@ def test_lightning_deepspeed_zero2_on_cpu_checkpoints_every_shard_and_resumes(
     # thread from outliving the test.
     monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
 
-    result = fit(tmp_path, epochs=2, strategy="deepspeed")
+    result = fit(tmp_path, epochs=2, strategy="deepspeed", stage=stage)
     assert result.metrics_dataframe["step"].tolist() == [4, 8]
     first, second = weights(tmp_path)
     assert all(torch.equal(first[k], second[k]) for k in first)
     with result.checkpoint.as_directory() as directory:
         saved = os.path.join(directory, "checkpoint.ckpt")
-        # DeepSpeed's own layout: the model once, the optimizer state in one shard a rank.
-        assert sorted(os.listdir(os.path.join(saved, "checkpoint"))) == [
-            "mp_rank_00_model_states.pt",
-            "zero_pp_rank_0_mp_rank_00_optim_states.pt",
-            "zero_pp_rank_1_mp_rank_00_optim_states.pt",
-        ]
+        assert sorted(os.listdir(os.path.join(saved, "checkpoint"))) == SHARDS[stage]
+        # DeepSpeed's own reader puts the shards together: the weights both ranks hold.
         whole = get_fp32_state_dict_from_zero_checkpoint(saved, tag="checkpoint")
     assert torch.equal(whole["layer.weight"], first["weight"])
     assert torch.equal(whole["layer.bias"], first["bias"])
 
-    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, strategy="deepspeed")
+    resumed = fit(
+        tmp_path / "again",
+        epochs=3,
+        checkpoint=result.checkpoint,
+        strategy="deepspeed",
+        stage=stage,
+    )
     assert resumed.metrics_dataframe["step"].tolist() == [12]
-    # ZeRO-2 takes the same SGD steps as DDP: resuming after 2 epochs ends where DDP's
+    # ZeRO takes the same SGD steps as DDP: resuming after 2 epochs ends where DDP's
     # 3 epochs in one go end, so the weights and the momentum shards were restored.
     fit(tmp_path / "ddp", epochs=3)
     after_resume, in_one_go = weights(tmp_path / "again"), weights(tmp_path / "ddp")

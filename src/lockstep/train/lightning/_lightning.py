@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - only pytorch_lightning installed
     from lightning_fabric.plugins.environments.lightning import (  # type: ignore[assignment]
         LightningEnvironment,
     )
-    from lightning_fabric.utilities.seed import reset_seed  # type: ignore[no-redef]
+    from lightning_fabric.utilities.seed import reset_seed
 
 
 def _sampler_kwargs() -> dict[str, Any]:
@@ -113,6 +113,7 @@ class RayFSDPStrategy(pl.strategies.FSDPStrategy):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         from torch.distributed.fsdp.api import FullOptimStateDictConfig
 
+        assert self.model is not None
         # Lightning gathers with offload_to_cpu=True. On a CPU the "offload" copy is the
         # gathered tensor itself, which torch then frees: the next read crashes the worker.
         # The tensors are on the CPU already, so nothing is offloaded.
@@ -286,9 +287,8 @@ class RayTrainReportCallback(pl.Callback):
         metrics["step"] = trainer.global_step
         # Every rank takes part (FSDP gathers, DeepSpeed writes each rank's shard) and
         # Lightning writes to rank 0's path, so every rank uses rank 0's directory.
-        directory = trainer.strategy.broadcast(
-            tempfile.mkdtemp(prefix="lightning-checkpoint-") if trainer.global_rank == 0 else None
-        )
+        mine = tempfile.mkdtemp(prefix="lightning-checkpoint-") if trainer.global_rank == 0 else ""
+        directory = trainer.strategy.broadcast(mine)
         try:
             os.makedirs(directory, exist_ok=True)
             trainer.save_checkpoint(os.path.join(directory, self.CHECKPOINT_NAME))
