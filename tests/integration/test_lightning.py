@@ -47,11 +47,12 @@ def train_func(config):
     torch.manual_seed(0)
     x = torch.randn(64, 4)
     data = TensorDataset(x, x.sum(dim=1, keepdim=True))
-    strategy = {
+    strategy_class = {
         "ddp": RayDDPStrategy,
         "fsdp": RayFSDPStrategy,
-        "deepspeed": lambda: RayDeepSpeedStrategy(stage=config.get("stage", 2)),
-    }[config.get("strategy", "ddp")]()
+        "deepspeed": RayDeepSpeedStrategy,
+    }[config.get("strategy", "ddp")]
+    strategy = strategy_class(**config.get("strategy_kwargs", {}))
     trainer = pl.Trainer(
         max_epochs=config["epochs"],
         devices="auto",
@@ -78,6 +79,8 @@ def train_func(config):
     with gathered(trainer.strategy):
         state = {k: v.clone() for k, v in model.layer.state_dict().items()}
     torch.save(state, os.path.join(config["out"], f"rank{rank}.pt"))
+    with open(os.path.join(config["out"], f"rank{rank}.units"), "w") as units:
+        units.write(str(fsdp_units(trainer.strategy.model)))
     assert trainer.world_size == 2 and trainer.global_rank == rank
     assert len(loader.dataset) // len(trainer.train_dataloader) == 16  # 32 rows a rank
 
@@ -89,6 +92,12 @@ def gathered(strategy):
     if isinstance(strategy.model, FullyShardedDataParallel):
         return FullyShardedDataParallel.summon_full_params(strategy.model)
     return contextlib.nullcontext()
+
+
+def fsdp_units(model):
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return sum(isinstance(m, FullyShardedDataParallel) for m in model.modules())
 
 
 def fit(tmp_path, epochs, checkpoint=None, **config):
@@ -129,7 +138,10 @@ def test_lightning_ddp_reports_checkpoints_resumes_with_identical_weights(tmp_pa
 
 
 def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_stopped(tmp_path):
-    result = fit(tmp_path, epochs=2, strategy="fsdp")
+    # With a wrap policy (each Linear its own FSDP unit) here and on resuming, without one
+    # in the straight run: the whole-weight checkpoints have the same names either way.
+    wrapped = {"strategy": "fsdp", "strategy_kwargs": {"auto_wrap_policy": {torch.nn.Linear}}}
+    result = fit(tmp_path, epochs=2, **wrapped)
     assert result.metrics_dataframe["step"].tolist() == [4, 8]
     first, second = weights(tmp_path)
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -141,8 +153,12 @@ def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_st
     momentum = saved["optimizer_states"][0]["state"]
     assert sorted(momentum) == [0, 1] and momentum[0]["momentum_buffer"].shape == (1, 4)
 
-    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, strategy="fsdp")
+    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, **wrapped)
     fit(tmp_path / "straight", epochs=3, strategy="fsdp")
+    # The policy made the Linear an FSDP unit of its own inside the model's.
+    assert (tmp_path / "weights" / "rank1.units").read_text() == "2"
+    assert (tmp_path / "again" / "weights" / "rank1.units").read_text() == "2"
+    assert (tmp_path / "straight" / "weights" / "rank1.units").read_text() == "1"
     assert resumed.metrics_dataframe["step"].tolist() == [12]
     # Weights and momentum were restored: 2 + 1 epochs end where 3 epochs in one go end.
     after_resume, in_one_go = weights(tmp_path / "again"), weights(tmp_path / "straight")
@@ -183,7 +199,8 @@ def test_lightning_deepspeed_on_cpu_checkpoints_every_shard_and_resumes(
     # thread from outliving the test.
     monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
 
-    result = fit(tmp_path, epochs=2, strategy="deepspeed", stage=stage)
+    deepspeed = {"strategy": "deepspeed", "strategy_kwargs": {"stage": stage}}
+    result = fit(tmp_path, epochs=2, **deepspeed)
     assert result.metrics_dataframe["step"].tolist() == [4, 8]
     first, second = weights(tmp_path)
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -195,13 +212,7 @@ def test_lightning_deepspeed_on_cpu_checkpoints_every_shard_and_resumes(
     assert torch.equal(whole["layer.weight"], first["weight"])
     assert torch.equal(whole["layer.bias"], first["bias"])
 
-    resumed = fit(
-        tmp_path / "again",
-        epochs=3,
-        checkpoint=result.checkpoint,
-        strategy="deepspeed",
-        stage=stage,
-    )
+    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, **deepspeed)
     assert resumed.metrics_dataframe["step"].tolist() == [12]
     # ZeRO takes the same SGD steps as DDP: resuming after 2 epochs ends where DDP's
     # 3 epochs in one go end, so the weights and the momentum shards were restored.
