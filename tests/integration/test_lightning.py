@@ -4,6 +4,7 @@ and every rank ends with the same weights."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import pytest
@@ -40,6 +41,10 @@ def train_func(config):
             self.log("train_loss", loss)
             return loss
 
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.mse_loss(self.layer(x), y))
+
         def configure_optimizers(self):
             # Momentum gives the optimizer a state to checkpoint and restore.
             return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
@@ -75,6 +80,11 @@ def train_func(config):
         with checkpoint.as_directory() as directory:
             path = os.path.join(directory, RayTrainReportCallback.CHECKPOINT_NAME)
             trainer.fit(model, loader, ckpt_path=path)
+    assert len(loader.dataset) // len(trainer.train_dataloader) == 16  # 32 rows a rank
+    if config.get("validate"):
+        # Validation on its own: the strategy sets the model up again, for inference.
+        (scores,) = trainer.validate(model, loader, verbose=False)
+        train.report({"val_loss": scores["val_loss"]})
     rank = train.get_context().get_world_rank()
     with gathered(trainer.strategy):
         state = {k: v.clone() for k, v in model.layer.state_dict().items()}
@@ -82,7 +92,6 @@ def train_func(config):
     with open(os.path.join(config["out"], f"rank{rank}.units"), "w") as units:
         units.write(str(fsdp_units(trainer.strategy.model)))
     assert trainer.world_size == 2 and trainer.global_rank == rank
-    assert len(loader.dataset) // len(trainer.train_dataloader) == 16  # 32 rows a rank
 
 
 def gathered(strategy):
@@ -212,8 +221,12 @@ def test_lightning_deepspeed_on_cpu_checkpoints_every_shard_and_resumes(
     assert torch.equal(whole["layer.weight"], first["weight"])
     assert torch.equal(whole["layer.bias"], first["bias"])
 
-    resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, **deepspeed)
-    assert resumed.metrics_dataframe["step"].tolist() == [12]
+    resumed = fit(
+        tmp_path / "again", epochs=3, checkpoint=result.checkpoint, validate=True, **deepspeed
+    )
+    rows = resumed.metrics_dataframe
+    assert rows["step"].tolist()[:1] == [12]
+    assert math.isfinite(rows["val_loss"].iloc[-1]) and rows["val_loss"].iloc[-1] > 0
     # ZeRO takes the same SGD steps as DDP: resuming after 2 epochs ends where DDP's
     # 3 epochs in one go end, so the weights and the momentum shards were restored.
     fit(tmp_path / "ddp", epochs=3)

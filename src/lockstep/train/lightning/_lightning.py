@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -182,17 +183,42 @@ class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
     ) -> tuple[Any, Any]:
         if self.root_device.type != "cpu":
             return super()._setup_model_and_optimizer(model, optimizer, lr_scheduler)
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        engine, deepspeed_optimizer = self._initialize_on_cpu(
+            model, self.config, parameters, optimizer, lr_scheduler
+        )
+        return engine, deepspeed_optimizer
+
+    def _initialize_deepspeed_inference(self, model: torch.nn.Module) -> None:
+        if self.root_device.type != "cpu":
+            super()._initialize_deepspeed_inference(model)
+            return
+        # Lightning's inference set-up (validate, test, predict), on the CPU accelerator.
+        assert isinstance(self.config, dict)
+        config: dict[str, Any] = {"train_micro_batch_size_per_gpu": 1}
+        config.update({k: self.config[k] for k in ("fp16", "bf16") if k in self.config})
+        if self.zero_stage_3:
+            keys = ("zero_allow_untested_optimizer", "zero_optimization")
+            config.update({k: self.config[k] for k in keys})
+        importlib.import_module(pl.strategies.DeepSpeedStrategy.__module__).remove_module_hooks(
+            model
+        )
+        self.model, _ = self._initialize_on_cpu(model, config, [], None, None)
+
+    def _initialize_on_cpu(
+        self, model: torch.nn.Module, config: Any, parameters: Any, optimizer: Any, scheduler: Any
+    ) -> tuple[Any, Any]:
         import deepspeed
 
         # Lightning names the device by ``root_device.index``, None on a CPU, which DeepSpeed
         # cannot compare; DeepSpeed's CPU accelerator takes the local rank.
         engine, deepspeed_optimizer, _, _ = deepspeed.initialize(
             args=argparse.Namespace(device_rank=self.local_rank),
-            config=self.config,
+            config=config,
             model=model,
-            model_parameters=[p for p in model.parameters() if p.requires_grad],
+            model_parameters=parameters,
             optimizer=optimizer,
-            lr_scheduler=lr_scheduler,
+            lr_scheduler=scheduler,
             dist_init_required=False,
         )
         return engine, deepspeed_optimizer
