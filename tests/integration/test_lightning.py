@@ -163,7 +163,12 @@ def test_lightning_fsdp_on_cpu_checkpoints_whole_weights_and_resumes_where_it_st
     assert sorted(momentum) == [0, 1] and momentum[0]["momentum_buffer"].shape == (1, 4)
 
     resumed = fit(tmp_path / "again", epochs=3, checkpoint=result.checkpoint, **wrapped)
-    fit(tmp_path / "straight", epochs=3, strategy="fsdp")
+    # The straight run saves sharded checkpoints: every rank's shard lands in the checkpoint.
+    sharded = {"strategy": "fsdp", "strategy_kwargs": {"state_dict_type": "sharded"}}
+    straight = fit(tmp_path / "straight", epochs=3, **sharded)
+    with straight.checkpoint.as_directory() as directory:
+        files = sorted(os.listdir(os.path.join(directory, "checkpoint.ckpt")))
+    assert files == [".metadata", "__0_0.distcp", "__1_0.distcp", "meta.pt"]
     # The policy made the Linear an FSDP unit of its own inside the model's.
     assert (tmp_path / "weights" / "rank1.units").read_text() == "2"
     assert (tmp_path / "again" / "weights" / "rank1.units").read_text() == "2"
