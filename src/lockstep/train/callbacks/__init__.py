@@ -22,6 +22,7 @@ from lockstep.train.callbacks._files import (
 from lockstep.train.callbacks._legacy import PrintCallback, TrainingCallback
 from lockstep.train.callbacks._logger import LoggerCallback, flatten_dict
 from lockstep.train.callbacks._mlflow import MLflowLoggerCallback, setup_mlflow
+from lockstep.train.callbacks._profile import TorchTensorboardProfilerCallback
 from lockstep.train.callbacks._wandb import WandbLoggerCallback, setup_wandb
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "MLflowLoggerCallback",
     "PrintCallback",
     "TBXLoggerCallback",
+    "TorchTensorboardProfilerCallback",
     "TrainingCallback",
     "Trial",
     "WandbLoggerCallback",

@@ -12,6 +12,7 @@ from lockstep.train.torch._checkpoint import TorchCheckpoint, TorchPredictor
 from lockstep.train.torch._data import enable_reproducibility, prepare_data_loader
 from lockstep.train.torch._devices import get_device, get_devices
 from lockstep.train.torch._model import accelerate, backward, prepare_model, prepare_optimizer
+from lockstep.train.torch._profiler import TorchWorkerProfiler
 from lockstep.train.torch._trainer import TorchTrainer
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "TorchConfig",
     "TorchPredictor",
     "TorchTrainer",
+    "TorchWorkerProfiler",
     "accelerate",
     "backward",
     "enable_reproducibility",
