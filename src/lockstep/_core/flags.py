@@ -92,6 +92,13 @@ JOURNAL_DIR = Flag(
     "Local directory of the journal that keeps a remote run's result rows until they are "
     "uploaded (default: the system's temporary directory).",
 )
+FSYNC_ROWS = Flag(
+    "LOCKSTEP_FSYNC_ROWS",
+    False,
+    "Whether every result row is fsync'd before report() returns, so that a crash of the "
+    "machine loses none; by default rows are fsync'd with each checkpoint commit (a killed "
+    "driver loses none either way).",
+)
 FAULT_POINT = Flag(
     "LOCKSTEP_FAULT_POINT",
     "",
