@@ -147,7 +147,9 @@ class RunLog:
             self._journal.clear()
 
     def close(self) -> None:
+        """Upload what the journal holds, or put the rows on disk (a run's end)."""
         self.flush()
+        self.sync()
         for fd in (self._json, self._csv):
             if fd is not None:
                 os.close(fd)
