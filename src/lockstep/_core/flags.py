@@ -65,9 +65,10 @@ WORKER_START = Flag(
 )
 PIN_WORKERS = Flag(
     "LOCKSTEP_PIN_WORKERS",
-    True,
+    False,
     "Whether local workers are each bound to CPUs of their own when together they take "
-    "every CPU (resources_per_worker CPUs each); 0 lets the kernel move them freely.",
+    "every CPU (resources_per_worker CPUs each). Off by default: the kernel moves them "
+    "freely, which is faster wherever the driver or other programs share the CPUs.",
 )
 CUDA_VISIBLE_DEVICES = Flag(
     "CUDA_VISIBLE_DEVICES",

@@ -46,10 +46,7 @@ def write_all(fd: int, data: bytes) -> None:
 
 def open_append(path: str) -> int:
     """``path`` opened for appending: every write lands at the end, whole."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
-
-
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 class _CsvLine:
