@@ -210,8 +210,9 @@ class Progress:
         self._print_event(f"restart {self._restarts}: {summary}")
 
     def refresh(self) -> None:
-        """Show the status now, at most as often as it can be read: the controller calls
-        this after every poll and every report (thousands a second in a fast loop)."""
+        """Bring the status line up to date, at most as often as it can be read: the
+        controller calls this after every poll and every report (thousands a second in a
+        fast loop)."""
         if self._live is not None:
             now = time.monotonic()
             if now - self._last_live >= LIVE_INTERVAL_S:
