@@ -12,14 +12,23 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
 import psutil
 import pytest
 
-from lockstep.testing import train_epochs
-from lockstep.train import DataParallelTrainer, Result, RunConfig, ScalingConfig
+from lockstep import train
+from lockstep.testing import fit_all_ranks, train_epochs
+from lockstep.train import (
+    Checkpoint,
+    CheckpointUploadMode,
+    DataParallelTrainer,
+    Result,
+    RunConfig,
+    ScalingConfig,
+)
 
 EPOCHS = 6
 
@@ -37,12 +46,12 @@ SCRIPT = textwrap.dedent(f"""
 """)
 
 
-def run_driver(tmp_path, fault_point, storage=None):
-    """Run SCRIPT as a driver process that kills itself at ``fault_point``; wait until it
-    and every process it started are gone."""
+def run_driver(tmp_path, fault_point, storage=None, source=SCRIPT):
+    """Run ``source`` as a driver process that is killed (by itself at ``fault_point``, or
+    by its own workers); wait until it and every process it started are gone."""
     storage = storage or str(tmp_path / "runs")
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     tag = str(tmp_path)
     scratch = tmp_path / "tmp"  # what killed workers leave in their temporary directories
     scratch.mkdir(exist_ok=True)
@@ -177,3 +186,105 @@ def test_rows_journalled_for_s3_survive_a_driver_kill(tmp_path, s3_endpoint, mon
     assert result.metrics_dataframe["epoch"].tolist() == [0, 1, 2, 2, 3, 4, 5]
     assert result.metrics_dataframe["training_iteration"].tolist() == list(range(1, 8))
     assert os.listdir(journal) == []
+
+
+def last_rows(run_dir):
+    """The last line of result.json and of progress.csv, as read from the files."""
+    with open(os.path.join(run_dir, "result.json")) as f:
+        line = json.loads(f.read().splitlines()[-1])
+    with open(os.path.join(run_dir, "progress.csv")) as f:
+        row = list(csv.DictReader(f))[-1]
+    return line, row
+
+
+def reads_its_rows_after_each_report(config):
+    """Each rank, as soon as report() returns, reads the run's files from the disk."""
+    run_dir = train.get_context().get_trial_dir()
+    seen = []
+    for step in range(config["steps"]):
+        metrics = {"step": step, "loss": 1.0 / (step + 1)}
+        if step == config["steps"] // 2:
+            metrics["new_column"] = step  # progress.csv is rewritten with the new column
+        if step in config["async_at"]:
+            with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                train.report(
+                    metrics,
+                    checkpoint=Checkpoint.from_directory(d),
+                    checkpoint_upload_mode=CheckpointUploadMode.ASYNC,
+                )
+        else:
+            train.report(metrics)
+        line, row = last_rows(run_dir)
+        seen.append((line["step"], line["training_iteration"], int(row["step"])))
+    return seen
+
+
+def test_a_row_is_on_disk_before_report_returns(run_config):
+    steps = 12
+    trainer = DataParallelTrainer(
+        reads_its_rows_after_each_report,
+        train_loop_config={"steps": steps, "async_at": [3, 9]},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    )
+    expected = [(step, step + 1, step) for step in range(steps)]
+    assert fit_all_ranks(trainer) == [expected, expected]
+
+
+# Under a driver that sets KILL_THE_DRIVER (its pid), rank 0 SIGKILLs it as soon as its
+# report of epoch 2 (no checkpoint; epoch 1 has one) returns: only the row's durability
+# before report() returned can save it. Read at run time: a restore's workers do not kill.
+KILLED_BY_ITS_WORKER = textwrap.dedent(f"""
+    import os, signal, sys, tempfile
+    from lockstep import train
+    from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+
+    # KILL_THE_DRIVER
+
+    def train_func():
+        rank = train.get_context().get_world_rank()
+        start = 0
+        if checkpoint := train.get_checkpoint():
+            with checkpoint.as_directory() as d:
+                start = int(open(os.path.join(d, "epoch.txt")).read()) + 1
+        for epoch in range(start, {EPOCHS}):
+            metrics = {{"epoch": epoch, "rank": rank}}
+            if epoch % 2 == 0:
+                train.report(metrics)
+            else:
+                with tempfile.TemporaryDirectory() as d:
+                    with open(os.path.join(d, "epoch.txt"), "w") as f:
+                        f.write(str(epoch))
+                    train.report(metrics, checkpoint=Checkpoint.from_directory(d))
+            if os.environ.get("KILL_THE_DRIVER") and epoch == 2 and rank == 0:
+                os.kill(int(os.environ["KILL_THE_DRIVER"]), signal.SIGKILL)
+
+    DataParallelTrainer(
+        train_func,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(name="killed", storage_path=sys.argv[1], verbose=0),
+    ).fit()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("by", ["rerun", "restore"])
+def test_a_driver_killed_right_after_a_report_keeps_its_row(tmp_path, by):
+    killer = KILLED_BY_ITS_WORKER.replace(
+        "# KILL_THE_DRIVER", 'os.environ["KILL_THE_DRIVER"] = str(os.getpid())'
+    )
+    run_dir = run_driver(tmp_path, "", source=killer)
+    # The report of epoch 2 returned, so its row was on disk already: nothing to redo.
+    line, row = last_rows(run_dir)
+    assert (line["epoch"], line["training_iteration"], line["checkpoint_dir_name"]) == (2, 3, None)
+    assert (row["epoch"], row["training_iteration"]) == ("2", "3")
+    if by == "rerun":
+        script = tmp_path / "train.py"
+        script.write_text(KILLED_BY_ITS_WORKER)
+        subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], check=True)
+        result = Result.from_path(run_dir)
+    else:
+        result = DataParallelTrainer.restore(run_dir).fit()
+    # epoch 2 reported, then redone from the checkpoint of epoch 1: both rows are kept
+    assert result.metrics_dataframe["epoch"].tolist() == [0, 1, 2, 2, 3, 4, 5]
+    assert_whole(run_dir, result)

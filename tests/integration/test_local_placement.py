@@ -1,5 +1,5 @@
-"""Local worker processes: bound to CPUs of their own when they take every CPU, and given
-their shards of in-memory data through shared memory."""
+"""Local worker processes: bound to CPUs of their own when they take every CPU (with
+LOCKSTEP_PIN_WORKERS=1), and given their shards of in-memory data through shared memory."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def shm_tables():
     return set(glob.glob("/dev/shm/lockstep-table-*"))
 
 
-def test_workers_that_take_every_cpu_are_bound_to_cpus_of_their_own(run_config):
+def test_workers_that_take_every_cpu_are_bound_to_cpus_of_their_own(run_config, monkeypatch):
+    monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", "1")
     trainer = DataParallelTrainer(
         lambda: (train.get_context().get_local_rank(), affinity()),
         scaling_config=ScalingConfig(num_workers=len(CPUS)),
@@ -36,7 +37,10 @@ def test_workers_that_take_every_cpu_are_bound_to_cpus_of_their_own(run_config):
 
 
 @pytest.mark.parametrize("extra", [-1, 1])
-def test_workers_that_leave_cpus_free_or_do_not_fit_may_use_every_cpu(run_config, extra):
+def test_workers_that_leave_cpus_free_or_do_not_fit_may_use_every_cpu(
+    run_config, extra, monkeypatch
+):
+    monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", "1")
     if len(CPUS) + extra < 1:
         pytest.skip("one CPU: a single worker takes every CPU")
     result = DataParallelTrainer(
@@ -47,12 +51,16 @@ def test_workers_that_leave_cpus_free_or_do_not_fit_may_use_every_cpu(run_config
     assert result.return_value == CPUS
 
 
-def test_binding_can_be_turned_off(run_config, monkeypatch):
-    monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", "0")
-    result = DataParallelTrainer(
-        affinity, scaling_config=ScalingConfig(num_workers=len(CPUS)), run_config=run_config
-    ).fit()
-    assert result.return_value == CPUS
+@pytest.mark.parametrize("pin", [None, "0"])
+def test_workers_are_not_bound_by_default_or_when_turned_off(run_config, monkeypatch, pin):
+    monkeypatch.delenv("LOCKSTEP_PIN_WORKERS", raising=False)
+    if pin is not None:
+        monkeypatch.setenv("LOCKSTEP_PIN_WORKERS", pin)
+    assert fit_all_ranks(
+        DataParallelTrainer(
+            affinity, scaling_config=ScalingConfig(num_workers=len(CPUS)), run_config=run_config
+        )
+    ) == [CPUS] * len(CPUS)
 
 
 def shard_sum_and_mapped_files():

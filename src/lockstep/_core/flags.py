@@ -65,9 +65,10 @@ WORKER_START = Flag(
 )
 PIN_WORKERS = Flag(
     "LOCKSTEP_PIN_WORKERS",
-    True,
+    False,
     "Whether local workers are each bound to CPUs of their own when together they take "
-    "every CPU (resources_per_worker CPUs each); 0 lets the kernel move them freely.",
+    "every CPU (resources_per_worker CPUs each). Off by default: the kernel moves them "
+    "freely, which is faster wherever the driver or other programs share the CPUs.",
 )
 CUDA_VISIBLE_DEVICES = Flag(
     "CUDA_VISIBLE_DEVICES",
@@ -91,6 +92,13 @@ JOURNAL_DIR = Flag(
     "",
     "Local directory of the journal that keeps a remote run's result rows until they are "
     "uploaded (default: the system's temporary directory).",
+)
+FSYNC_ROWS = Flag(
+    "LOCKSTEP_FSYNC_ROWS",
+    False,
+    "Whether every result row is fsync'd before report() returns, so that a crash of the "
+    "machine loses none; by default rows are fsync'd with each checkpoint commit (a killed "
+    "driver loses none either way).",
 )
 FAULT_POINT = Flag(
     "LOCKSTEP_FAULT_POINT",

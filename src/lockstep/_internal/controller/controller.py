@@ -450,19 +450,20 @@ class TrainController:
         workers, the callbacks and the progress display."""
         assert self._group is not None
         if not step.checkpointed:
-            # Release the workers first: everything below is the driver's own bookkeeping.
-            self._group.notify(StepDone(step.index))
+            # The row first (durable: in the kernel's hands, which a killed driver cannot
+            # lose), then the workers released; the rest is the driver's own bookkeeping.
             self._run_record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
-            self._last_metrics = dict(step.metrics)
-            self._announce(step, None, self._logged_row())
-        elif step.uploads_async:
             self._group.notify(StepDone(step.index))
-            self._submit_upload(step)
+            self._last_metrics = step.metrics
+            self._announce(step, None)
+        elif step.uploads_async:
+            self._submit_upload(step)  # logs the row, durable, as above
+            self._group.notify(StepDone(step.index))
             self._last_metrics = dict(step.metrics)
         else:
             checkpoint = self._commit(step)
             self._last_metrics = dict(step.metrics)
-            self._announce(step, checkpoint, self._logged_row())
+            self._announce(step, checkpoint)
 
     def _staged(self, step: Step) -> str:
         """Where the step's checkpoint is staged: as the workers said, or (files handed to
@@ -515,14 +516,22 @@ class TrainController:
         assert row is not None
         return dict(row)
 
-    def _announce(self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any]) -> None:
-        """Tell the callbacks and the progress display about a step logged as ``row``."""
+    def _announce(
+        self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any] | None = None
+    ) -> None:
+        """Tell the callbacks and the progress display about a step logged as ``row`` (by
+        default the last row logged). Only what someone listens to is built: this runs
+        once per report."""
+        if row is None:
+            row = self._run_record.last_row  # not copied: the hooks copy what they keep
+            assert row is not None
         state = self._run_record.state
         iteration = int(row["training_iteration"])
-        all_metrics = [dict(r.metrics) for r in step.reports]
-        for callback in self._callbacks:
-            callback.after_report(self._run_context(), all_metrics, checkpoint)
-        self._hooks.result(row, all_metrics, checkpoint)
+        if self._callbacks or self._hooks.active:
+            all_metrics = [dict(r.metrics) for r in step.reports]
+            for callback in self._callbacks:
+                callback.after_report(self._run_context(), all_metrics, checkpoint)
+            self._hooks.result(row, all_metrics, checkpoint)
         self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
 
     def _submit_upload(self, step: Step) -> None:

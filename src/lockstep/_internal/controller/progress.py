@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from lockstep._core import flags
 
 MAX_METRICS = 3  # a status line is read at a glance: a few numbers, not a table
+LIVE_INTERVAL_S = 0.1  # the live line changes at most this often (rich redraws 4 times a second)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class Progress:
         self._attempt = 0
         self._restarts = 0
         self._last_line: float | None = None
+        self._line_interval = flags.PROGRESS_INTERVAL_S.get()
+        self._last_live = float("-inf")
         self._ended: str | None = None
         self._starting = True
         self._live: Any = None
@@ -220,12 +223,18 @@ class Progress:
         self._print_event(line)
 
     def refresh(self) -> None:
+        """Bring the status line up to date, at most as often as it can be read: the
+        controller calls this after every poll and every report (thousands a second in a
+        fast loop)."""
         if self._live is not None:
-            self._live.update(self._renderable())
+            now = time.monotonic()
+            if now - self._last_live >= LIVE_INTERVAL_S:
+                self._last_live = now
+                self._live.update(self._renderable())
         elif self._verbose == 1:
             now = time.monotonic()
             last = self._last_line
-            if last is None or now - last >= flags.PROGRESS_INTERVAL_S.get():
+            if last is None or now - last >= self._line_interval:
                 self._last_line = now
                 self._print(self._status_line())
 

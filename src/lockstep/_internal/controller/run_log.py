@@ -1,9 +1,11 @@
 """The run's human-readable record: params.json, result.json (JSON lines) and progress.csv.
 
-A row survives the driver once :meth:`RunLog.append` returns: locally it is written and
-flushed (and fsync'd when asked); on an object store, which cannot append, it goes to a local
-journal kept until the row is uploaded, which the next driver of the run reads back if this
-one dies first.
+A row survives the driver once :meth:`RunLog.append` returns: locally each file's line is
+one ``os.write`` on a file opened with ``O_APPEND`` (no buffer in this process: the line is
+in the kernel's page cache, which a killed driver cannot lose, and it cannot be torn), and
+fsync'd when asked; on an object store, which cannot append, it goes the same way to a
+local journal kept until the row is uploaded, which the next driver of the run reads back
+if this one dies first.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import Any
 
 from lockstep._core import flags, storage
 from lockstep._core.result import parse_result_lines, read_results
+
+_SCALARS = frozenset({float, int, str, bool, type(None)})
 
 
 def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -26,30 +30,60 @@ def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in row.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        # the type check first: a metric is nearly always a number (the ABC check is slow)
+        if type(value) not in _SCALARS and isinstance(value, Mapping):
             flat.update(flatten(value, f"{name}/"))
         else:
             flat[name] = value
     return flat
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` appended to ``fd``: one system call, unless the disk is nearly full."""
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def open_append(path: str) -> int:
+    """``path`` opened for appending: every write lands at the end, whole."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+class _CsvLine:
+    """progress.csv's line of a flat row, by the csv module's rules, with one reused buffer
+    (``csv.DictWriter`` checks every key of every row in Python)."""
+
+    def __init__(self) -> None:
+        self._out = io.StringIO()
+        self._writer = csv.writer(self._out)
+
+    def __call__(self, flat: Mapping[str, Any], columns: list[str]) -> str:
+        self._out.seek(0)
+        self._out.truncate()
+        self._writer.writerow([flat.get(c) for c in columns])
+        return self._out.getvalue()
+
+
 class RunLog:
     """Appends one line per step to result.json and progress.csv.
 
-    Locally each line is written as it comes. An object store cannot append, so there the
-    lines go to the local :class:`Journal` and both files are rewritten at :meth:`flush` (on
-    each checkpoint commit and at the end of the run).
+    Locally each line is written as it comes. Elsewhere (an object store cannot append)
+    the lines go to the local :class:`Journal` and both files are rewritten at :meth:`flush`
+    (on each checkpoint commit and at the end of the run).
     """
 
     def __init__(self, run_dir: storage.StorageDir) -> None:
         self._run_dir = run_dir
-        self._journal = None if run_dir.can_append else Journal.of(run_dir)
+        local = isinstance(run_dir, storage.LocalDir)
+        self._journal = None if local else Journal.of(run_dir)
         self._rows = read_results(run_dir)
         if self._journal is not None:
             self._rows = _merged(self._rows, self._journal.rows())
         self._columns = _columns(self._rows)
-        self._json: IO[str] | None = None
-        self._csv: IO[str] | None = None
+        self._known = set(self._columns)
+        self._csv_line = _CsvLine()
+        self._json: int | None = None  # file descriptors, open while the run appends
+        self._csv: int | None = None
 
     def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Keep only the rows ``keep`` accepts and write both files whole from them.
@@ -61,6 +95,7 @@ class RunLog:
         before = len(self._rows)
         self._rows = [row for row in self._rows if keep(row)]
         self._columns = _columns(self._rows)
+        self._known = set(self._columns)
         if self._rows or self._run_dir.exists(storage.RESULTS_FILE):
             self._write_whole()
         if self._journal is not None:
@@ -79,29 +114,28 @@ class RunLog:
         """Add one line. When this returns it is in the operating system's hands, which a
         killed driver cannot lose; with ``sync`` also on disk (fsync), which a crash of the
         machine cannot lose either."""
+        line = json.dumps(row) + "\n"  # first: a row JSON cannot write is not kept
         self._rows.append(row)
         if self._journal is not None:
-            self._journal.append(row, sync=sync)
+            self._journal.append(line, sync=sync)
             return
         flat = flatten(row)
-        if self._csv is None or any(k not in self._columns for k in flat):
+        if self._csv is None or not self._known.issuperset(flat):
             self._rewrite_local()
             return
         assert self._json is not None
-        self._json.write(json.dumps(row) + "\n")
-        self._json.flush()
+        write_all(self._json, line.encode())
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
-            os.fsync(self._json.fileno())
-        csv.DictWriter(self._csv, self._columns).writerow(flat)
-        self._csv.flush()
+            os.fsync(self._json)
+        write_all(self._csv, self._csv_line(flat, self._columns).encode())
 
     def sync(self) -> None:
         """Put every row appended so far on disk (fsync), as ``append(sync=True)`` does."""
         if self._journal is not None:
             self._journal.sync()
         elif self._json is not None:
-            os.fsync(self._json.fileno())
+            os.fsync(self._json)
 
     def flush(self) -> None:
         """Upload the journal's rows (object stores; locally every row is written already)."""
@@ -110,10 +144,12 @@ class RunLog:
             self._journal.clear()
 
     def close(self) -> None:
+        """Upload what the journal holds, or put the rows on disk (a run's end)."""
         self.flush()
-        for stream in (self._json, self._csv):
-            if stream is not None:
-                stream.close()
+        self.sync()
+        for fd in (self._json, self._csv):
+            if fd is not None:
+                os.close(fd)
         self._json = self._csv = None
 
     def _write_whole(self) -> None:
@@ -124,10 +160,11 @@ class RunLog:
         """(Re)write both files whole: at the first line, or when a new column appears."""
         self.close()
         self._columns = _columns(self._rows)
+        self._known = set(self._columns)
         self._write_whole()
-        # Both stay open for the run, so that each step costs one buffered write.
-        self._json = self._run_dir.open_append(storage.RESULTS_FILE)
-        self._csv = self._run_dir.open_append(storage.PROGRESS_FILE)
+        # Both stay open for the run, so that each step costs one write per file.
+        self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
+        self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
     def _csv_text(self) -> str:
         out = io.StringIO()
@@ -157,7 +194,7 @@ class Journal:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
 
     @classmethod
     def of(cls, run_dir: storage.StorageDir) -> Journal:
@@ -171,24 +208,24 @@ class Journal:
         with open(self.path, encoding="utf-8") as f:
             return parse_result_lines(f.read())
 
-    def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
-        if self._file is None:
+    def append(self, line: str, *, sync: bool = True) -> None:
+        """Append one row's JSON line (with its newline)."""
+        if self._fd is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
-        self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
+            self._fd = open_append(self.path)
+        write_all(self._fd, line.encode())
         if sync:
-            os.fsync(self._file.fileno())
+            os.fsync(self._fd)
 
     def sync(self) -> None:
-        if self._file is not None:
-            os.fsync(self._file.fileno())
+        if self._fd is not None:
+            os.fsync(self._fd)
 
     def clear(self) -> None:
         """Everything in it is uploaded."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if os.path.exists(self.path):
             os.remove(self.path)
 

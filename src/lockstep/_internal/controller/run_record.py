@@ -5,8 +5,9 @@ The controller says what happened through three verbs, :meth:`RunRecord.record_s
 RunState. The checkpoint manager is the record's part that commits and retains
 checkpoints, and is reached only through it.
 
-The record survives a driver killed at any moment: a step's row is durable before its
-checkpoint is committed and before the workers hear of the commit, and :meth:`RunRecord.open`
+The record survives a driver killed at any moment: a step's row is durable before any
+worker's ``report()`` of it returns (and before its checkpoint is committed), and
+:meth:`RunRecord.open`
 reconciles what a dead driver left (sweeps its uncommitted directories, drops the rows of
 checkpoints it never committed) and saves the state before any worker starts, so that every
 run ``fit()`` began can be restored.
@@ -51,6 +52,7 @@ class RunRecord:
         # The restart budgets count this driver's failures (as Ray's do), the state every one.
         state = checkpoints.state
         self._counted_before = (state.num_failures, state.num_preemptions)
+        self._fsync_rows = flags.FSYNC_ROWS.get()
         if last is not None:
             # Steps logged after the last snapshot (steps without a checkpoint, a crash
             # between them) keep their numbers: rows are numbered 1..N, each once.
@@ -143,7 +145,10 @@ class RunRecord:
         checkpoint, or None for a step without one.
         """
         if staged is None and persisted is None:
-            self._log(metrics, self._next_iteration(), timestamp, None, sync=False)
+            # Durable when this returns, before any worker's report() does (the caller
+            # releases them after): in the kernel's hands, which a killed driver cannot
+            # lose; on disk too with LOCKSTEP_FSYNC_ROWS, else at the next commit.
+            self._log(metrics, self._next_iteration(), timestamp, None, sync=self._fsync_rows)
             flags.fault_point("step_recorded")
             return None
         with self._uncommitted_on_error():
@@ -163,7 +168,8 @@ class RunRecord:
         # checkpoint was never committed, which the next open() drops. Every row is in the
         # operating system's hands at once (a killed driver loses none); the fsync before
         # a commit also puts the rows before it on disk. Rows after the last commit that a
-        # crash of the machine loses are steps training redoes from that checkpoint.
+        # crash of the machine loses are steps training redoes from that checkpoint (none
+        # with LOCKSTEP_FSYNC_ROWS).
         # A persisted checkpoint keeps the name it was put in storage under.
         name = self._checkpoints.persisted_name(persisted) if persisted is not None else dir_name
         reserved = self._checkpoints.reserve(name)
@@ -190,7 +196,7 @@ class RunRecord:
         # open() finds still pending is dropped, as the row of any uncommitted checkpoint.
         self.state.pending.append(reserved[0])
         self._checkpoints.save()
-        self._log(metrics, iteration, timestamp, reserved[0], sync=False)
+        self._log(metrics, iteration, timestamp, reserved[0], sync=self._fsync_rows)
         return PendingCheckpoint(dict(metrics), iteration, reserved)
 
     def commit_pending(
@@ -261,11 +267,6 @@ class RunRecord:
             },
             sync=sync,
         )
-
-    def sync(self) -> None:
-        """Put every row recorded so far on disk: before acknowledging a report without a
-        checkpoint to the workers (``record_step`` does it for a step with one)."""
-        self._run_log.sync()
 
     def record_failure(self, *, preempted: bool = False) -> int:
         """The worker group failed (once, however many of its workers did), or was

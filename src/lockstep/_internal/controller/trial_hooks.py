@@ -33,6 +33,12 @@ class TrialHooks:
         self._last_time_total = time_offset
         self._started = False
 
+    @property
+    def active(self) -> bool:
+        """Whether there is any callback to call (a run without Tune's callbacks skips
+        building their results)."""
+        return bool(self._callbacks)
+
     def start(self) -> None:
         """``setup`` then ``on_trial_start``, once per run."""
         if not self._callbacks or self._started:

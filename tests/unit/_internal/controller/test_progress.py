@@ -107,3 +107,34 @@ def test_verbose_zero_is_silent():
     p.step(1, {"loss": 0.5}, None)
     p.stop(RunSummary("finished"))
     assert out.getvalue() == ""
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_live_line_is_rebuilt_at_most_every_interval_however_fast_the_reports():
+    import time
+
+    from lockstep._internal.controller.progress import LIVE_INTERVAL_S
+
+    class Counting(Progress):
+        built = 0
+
+        def _status_line(self) -> str:
+            self.built += 1
+            return super()._status_line()
+
+    p = Counting(name="exp", run_uri="/runs/exp", num_workers=2, verbose=1, stream=Terminal())
+    began = time.monotonic()
+    p.start(resumed_from=None)
+    p.workers_started()
+    for i in range(2000):
+        p.step(i, {"loss": 1.0 / (i + 1)}, None)
+        p.refresh()
+    intervals = int((time.monotonic() - began) / LIVE_INTERVAL_S)
+    p.stop(RunSummary("finished"))
+    # the first line, one per interval that passed, the last one: not 4000
+    assert p.built <= intervals + 3
+    assert "iter 1999" in p._status_line()

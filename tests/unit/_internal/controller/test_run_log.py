@@ -88,3 +88,26 @@ def test_reconcile_drops_rows_and_a_torn_line(tmp_path):
     assert [r["x"] for r in read_results(run_dir)] == [1, 2]
     assert len(list(csv.DictReader((tmp_path / "progress.csv").open()))) == 2
     again.close()
+
+
+def test_appended_lines_are_the_lines_a_whole_rewrite_writes(tmp_path):
+    run_dir = StorageDir.from_uri(tmp_path)
+    rows = [
+        {"name": "a,b", "quote": 'say "hi"', "n": 1, "x": 0.1, "flag": True, "none": None},
+        {"name": "line\nbreak", "quote": "", "n": -2, "x": float("nan"), "flag": False},
+        {"name": "plain", "quote": "q", "n": 3, "x": 1e-300, "nested": {"a": {"b": 2}}},
+        {"name": "ü", "quote": "'", "n": 4, "x": 2.5, "nested": {"a": {"b": 3}}},
+    ]
+    log = RunLog(run_dir)
+    for row in rows:
+        log.append(dict(row), sync=False)
+    log.close()
+    appended = ((tmp_path / "result.json").read_bytes(), (tmp_path / "progress.csv").read_bytes())
+    again = RunLog(run_dir)
+    again.reconcile(lambda row: True)  # writes both files whole from the rows read back
+    again.close()
+    rewritten = ((tmp_path / "result.json").read_bytes(), (tmp_path / "progress.csv").read_bytes())
+    assert appended == rewritten
+    table = list(csv.DictReader((tmp_path / "progress.csv").open(newline="")))
+    assert [r["name"] for r in table] == ["a,b", "line\nbreak", "plain", "ü"]
+    assert [r["nested/a/b"] for r in table] == ["", "", "2", "3"]

@@ -188,3 +188,37 @@ def test_failures_and_preemptions_are_counted_apart_per_driver(tmp_path):
     assert again.record_failure(preempted=True) == 1
     assert (again.state.num_failures, again.state.num_preemptions) == (2, 2)
     again.close()
+
+
+def fsynced_files(monkeypatch) -> list[str]:
+    """The names of the files os.fsync is called on from now on (it still syncs them)."""
+    import os
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_a_row_without_a_checkpoint_is_fsynced_only_when_asked(tmp_path, monkeypatch):
+    record = open_record(tmp_path)
+    record.record_step({"loss": 2.0}, staged=None, timestamp=1.0)  # opens the files
+    synced = fsynced_files(monkeypatch)
+    record.record_step({"loss": 1.5}, staged=None, timestamp=2.0)
+    assert synced == []  # written, in the kernel's hands; on disk at the next commit
+    record.close()
+
+    monkeypatch.setenv("LOCKSTEP_FSYNC_ROWS", "1")
+    again = RunRecord.open(StorageDir.from_uri(tmp_path / "run"), CheckpointConfig())
+    again.record_step({"loss": 1.0}, staged=None, timestamp=3.0)
+    synced.clear()
+    again.record_step({"loss": 0.5}, staged=None, timestamp=4.0)
+    assert synced == ["result.json"]
+    again.close()
+    lines = (tmp_path / "run" / "result.json").read_text().splitlines()
+    assert [json.loads(line)["loss"] for line in lines] == [2.0, 1.5, 1.0, 0.5]

@@ -22,6 +22,10 @@ def clean_metrics(metrics: object) -> dict[str, Any]:
             f"report() takes a dict of metrics, got {type(metrics).__name__}. "
             'HINT: train.report({"loss": loss})'
         )
+    if type(metrics) is dict and all(
+        type(k) is str and type(v) in _PLAIN for k, v in metrics.items()
+    ):
+        return dict(metrics)  # what the JSON round trip below would give, sooner
     try:
         return dict(json.loads(json.dumps(metrics, default=_numpy_scalar)))
     except (TypeError, ValueError):
@@ -29,6 +33,9 @@ def clean_metrics(metrics: object) -> dict[str, Any]:
     for key, value in metrics.items():
         _check_entry(key, value)
     raise AssertionError("unreachable: json.dumps failed but every entry passed")
+
+
+_PLAIN = frozenset({float, int, str, bool, type(None)})  # JSON keeps these as they are
 
 
 def check_reserved(metrics: Mapping[str, Any]) -> None:

@@ -13,12 +13,14 @@ commits, so the controller must be able to tell them.
 from __future__ import annotations
 
 import abc
+import select
 import selectors
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Protocol
 
 from lockstep._core.checkpoint import Checkpoint
@@ -186,10 +188,15 @@ class ConnectedWorkerGroup(abc.ABC):
         self._conns = {}
 
     def _send_running(self, message: object) -> None:
-        """Send ``message`` to every worker that has not finished."""
+        """Send ``message`` to every worker that has not finished (pickled once: this is
+        every report's reply)."""
+        data = ForkingPickler.dumps(message)
         for rank, conn in self._conns.items():
             if rank not in self._done:
-                self._send(conn, message)
+                try:
+                    conn.send_bytes(data)
+                except OSError:
+                    pass  # that worker is gone; its end shows up as a lost connection
 
     @abc.abstractmethod
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
@@ -222,7 +229,7 @@ class ConnectedWorkerGroup(abc.ABC):
         try:
             for _ in range(_MAX_BATCH):
                 self._dispatch(rank, conn.recv(), events)
-                if rank in self._done or not conn.poll(0):
+                if rank in self._done or not _readable(conn):
                     return
         except (EOFError, OSError):
             self._mark_lost(rank, events)
@@ -296,6 +303,14 @@ class ConnectedWorkerGroup(abc.ABC):
             conn.send(message)
         except OSError:
             pass  # that worker is gone; its end shows up as a lost connection
+
+
+def _readable(conn: Connection) -> bool:
+    """Whether ``conn`` has a message waiting, without blocking: ``conn.poll(0)`` builds a
+    selector per call, which costs more than the message."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class ByValue:

@@ -79,7 +79,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             rank: replace(
                 start,
                 cpus=worker_cpus(start.context.local_rank, start.context.local_world_size, threads)
-                if spec.backend.pin_cpus
+                if spec.backend.pin_cpus and flags.PIN_WORKERS.get()
                 else None,
             )
             for rank, start in starts.items()
@@ -280,8 +280,11 @@ def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[i
     Workers that synchronise every step (DDP, xgboost's per-level histogram all-reduce)
     wait for the slowest one: a worker that the kernel moves between CPUs, or that shares
     one with another, slows every step. Binding each to its own CPUs, as MPI launchers do,
-    removes that. Only when the run takes the whole machine: runs that leave CPUs free may
-    share it with other runs, which would be bound to the same first CPUs.
+    removes that on a machine the run has to itself; only when the run takes the whole
+    machine, as runs that leave CPUs free may share it with other runs, which would be
+    bound to the same first CPUs. Off unless ``LOCKSTEP_PIN_WORKERS=1`` (the caller
+    checks): a bound worker cannot leave a CPU that the driver, or another program, is
+    using, and on a shared machine that slows every step more than moving does.
 
     Example:
         >>> import os
@@ -291,7 +294,7 @@ def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[i
         >>> worker_cpus(0, len(cpus) + 1, 1) is None
         True
     """
-    if not flags.PIN_WORKERS.get() or not hasattr(os, "sched_getaffinity"):
+    if not hasattr(os, "sched_getaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))
     if local_world_size * threads != len(cpus):
