@@ -20,7 +20,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep._core.errors import UsageError
 from lockstep.train._session import get_context, get_dataset_shard, report
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup, _check_type
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -226,11 +226,15 @@ class GBDTTrainerSpec(TrainerSpec):
     extra: ClassVar[str | None] = "train_kwargs"
     function_required: ClassVar[bool] = False
     trainer: ClassVar[str] = "GBDTTrainer"
+    # The subclass's field of the framework's backend config, and that config's class.
+    config_field: ClassVar[str]
+    config_type: ClassVar[type]
 
     def __post_init__(self) -> None:
         # the older dict form, {"max_actor_restarts": n}, which the material passes
         object.__setattr__(self, "run_config", RunConfig.coerce(self.run_config))
         super().__post_init__()
+        _check_type(getattr(self, self.config_field), self.config_type, self.config_field)
         classic = self.classic()
         if classic is not None and self.datasets:
             classic.check_datasets(self.datasets)
@@ -252,18 +256,34 @@ class GBDTTrainerSpec(TrainerSpec):
 
     def framework_config(self) -> Any:
         """The framework's backend config, as given or its default."""
-        raise NotImplementedError
+        return getattr(self, self.config_field) or self.config_type()
 
 
 class GBDTTrainer(DataParallelTrainer):
     """The XGBoost and LightGBM trainers' shared part: the classic form's own loop.
 
     A subclass gives :meth:`_classic_loop` (the training loop that the classic form runs in
-    every worker, a module-level function) and :meth:`_classic_params` (the framework's
-    defaults).
+    every worker, a module-level function), :meth:`_classic_params` (the framework's
+    defaults) and ``_report_callback`` (its report callback class, which reads boosters).
     """
 
     _honours_checkpoint_frequency = True  # its own boosting loop checkpoints every n rounds
+    _report_callback: ClassVar[type[GBDTReportCallback]]
+
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint) -> Any:
+        """The booster saved in ``checkpoint`` (by either form's report callback).
+
+        Example:
+            >>> import tempfile, numpy as np, xgboost
+            >>> from lockstep.train.xgboost import XGBoostCheckpoint, XGBoostTrainer
+            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 4)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     checkpoint = XGBoostCheckpoint.from_model(booster, path=d)
+            ...     XGBoostTrainer.get_model(checkpoint).num_boosted_rounds()
+            4
+        """
+        return cls._report_callback.get_model(checkpoint)
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         raise NotImplementedError
@@ -330,6 +350,54 @@ def parse_eval(text: str) -> dict[str, float]:
         if key:
             metrics[key] = float(value)
     return metrics
+
+
+class GBDTReportCallback:
+    """The XGBoost and LightGBM report callbacks' shared part: their arguments, checked into
+    a :class:`ReportPolicy`, and :meth:`get_model`.
+
+    A subclass names its booster file (``CHECKPOINT_NAME``) and reads one
+    (:meth:`_load_booster`).
+    """
+
+    CHECKPOINT_NAME: ClassVar[str]
+
+    def __init__(
+        self,
+        metrics: str | list[str] | dict[str, str] | None = None,
+        filename: str | None = None,
+        frequency: int = 0,
+        checkpoint_at_end: bool = True,
+        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._policy = ReportPolicy(
+            metrics=metrics,
+            filename=self.CHECKPOINT_NAME if filename is None else filename,
+            frequency=frequency,
+            checkpoint_at_end=checkpoint_at_end,
+            results_postprocessing_fn=results_postprocessing_fn,
+        )
+
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint, filename: str | None = None) -> Any:
+        """The booster saved in ``checkpoint`` as ``filename`` (default ``CHECKPOINT_NAME``).
+
+        Example:
+            >>> import tempfile, numpy as np, xgboost
+            >>> from lockstep.train.xgboost import RayTrainReportCallback, XGBoostCheckpoint
+            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 2)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     checkpoint = XGBoostCheckpoint.from_model(booster, path=d)
+            ...     RayTrainReportCallback.get_model(checkpoint).num_boosted_rounds()
+            2
+        """
+        name = cls.CHECKPOINT_NAME if filename is None else filename
+        return load_model_file(checkpoint, name, cls._load_booster, "booster")
+
+    @classmethod
+    def _load_booster(cls, path: str) -> Any:
+        raise NotImplementedError
 
 
 class ReportPolicy:

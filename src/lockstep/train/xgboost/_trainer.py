@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import xgboost
 
-from lockstep._core.checkpoint import Checkpoint
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train._gbdt import (
     GBDTTrainer,
@@ -20,7 +19,6 @@ from lockstep.train._gbdt import (
     worker_threads,
 )
 from lockstep.train._session import get_checkpoint
-from lockstep.train._trainer import _check_type
 from lockstep.train.xgboost._callback import RayTrainReportCallback
 
 
@@ -31,13 +29,8 @@ class XGBoostTrainerSpec(GBDTTrainerSpec):
     xgboost_config: XGBoostConfig | None = None
 
     trainer: ClassVar[str] = "XGBoostTrainer"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_type(self.xgboost_config, XGBoostConfig, "xgboost_config")
-
-    def framework_config(self) -> XGBoostConfig:
-        return self.xgboost_config or XGBoostConfig()
+    config_field: ClassVar[str] = "xgboost_config"
+    config_type: ClassVar[type] = XGBoostConfig
 
 
 class XGBoostTrainer(GBDTTrainer):
@@ -98,6 +91,7 @@ class XGBoostTrainer(GBDTTrainer):
     """
 
     Spec = XGBoostTrainerSpec
+    _report_callback = RayTrainReportCallback
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop
@@ -107,20 +101,6 @@ class XGBoostTrainer(GBDTTrainer):
         if self.scaling_config.use_gpu and params.get("tree_method") != "gpu_hist":
             set_default(params, ["device"], "cuda")
         return params
-
-    @classmethod
-    def get_model(cls, checkpoint: Checkpoint) -> xgboost.Booster:
-        """The booster saved in ``checkpoint`` (by either form's report callback).
-
-        Example:
-            >>> import os, tempfile, numpy as np, xgboost
-            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 4)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     booster.save_model(os.path.join(d, "model.ubj"))
-            ...     XGBoostTrainer.get_model(Checkpoint(d)).num_boosted_rounds()
-            4
-        """
-        return RayTrainReportCallback.get_model(checkpoint)
 
 
 def _train_loop(config: dict[str, Any]) -> dict[str, int]:
