@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import psutil
@@ -13,6 +15,17 @@ def worker_processes() -> list[psutil.Process]:
     """This process's descendants but the fork server, which stays warm by design."""
     server = forkserver.server_pid()
     return [p for p in psutil.Process().children(recursive=True) if p.pid != server]
+
+
+def run_python(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (nothing imported yet)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def imported_after(statement: str) -> list[str]:
+    """The modules a fresh interpreter has imported after running ``statement``."""
+    return run_python(f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))").split()
 
 
 LOOPBACK = frozenset({"127.0.0.1", "::1"})

@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lockstep._core import storage
@@ -472,15 +472,3 @@ def _copy_checkpoint(checkpoint: Checkpoint | None, trial: TuneTrial) -> Checkpo
     with checkpoint.as_directory() as local_dir:
         trial.run_dir.upload_dir(local_dir, name)
     return Checkpoint(trial.run_dir.join(name), trial.run_dir.fs)
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` as ``{"a/b": 1}``."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat

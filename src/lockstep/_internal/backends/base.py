@@ -27,6 +27,14 @@ class BackendConfig:
         return self.backend_cls(self)
 
 
+def check_timeout_s(timeout_s: object) -> None:
+    """Raise a ValueError unless ``timeout_s`` is a positive number of seconds."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
+        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+
+
 class Backend:
     """Sets a framework up in each worker before the training function runs.
 

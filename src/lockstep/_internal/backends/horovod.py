@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 from lockstep._internal.backends.tensorflow import legacy_keras_env
 
 
@@ -57,10 +57,7 @@ class HorovodConfig(BackendConfig):
                 f"nics must be a non-empty set of interface names, got {self.nics!r}. "
                 'HINT: nics={"eth0"}, or leave it None'
             )
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
-            raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        check_timeout_s(self.timeout_s)
 
     @property
     def backend_cls(self) -> type[Backend]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 
 BACKENDS = ("gloo", "nccl")
 
@@ -56,10 +56,7 @@ class TorchConfig(BackendConfig):
                 "HINT: init_method='env' (or torch's 'env://')"
             )
         object.__setattr__(self, "init_method", scheme)
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
-            raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        check_timeout_s(self.timeout_s)
 
     @property
     def backend_cls(self) -> type[Backend]:

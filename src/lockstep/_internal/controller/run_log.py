@@ -18,19 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from lockstep._core import flags, storage
+from lockstep._core.mappings import flatten_dict
 from lockstep._core.result import parse_result_lines, read_results
-
-
-def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts become ``outer/inner`` columns, as Ray Train's progress.csv has them."""
-    flat: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat
 
 
 class RunLog:
@@ -83,7 +72,7 @@ class RunLog:
         if self._journal is not None:
             self._journal.append(row, sync=sync)
             return
-        flat = flatten(row)
+        flat = flatten_dict(row)
         if self._csv is None or any(k not in self._columns for k in flat):
             self._rewrite_local()
             return
@@ -133,14 +122,14 @@ class RunLog:
         out = io.StringIO()
         writer = csv.DictWriter(out, _columns(self._rows))
         writer.writeheader()
-        writer.writerows(flatten(r) for r in self._rows)
+        writer.writerows(flatten_dict(r) for r in self._rows)
         return out.getvalue()
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
     columns: dict[str, None] = {}
     for row in rows:
-        columns.update(dict.fromkeys(flatten(row)))
+        columns.update(dict.fromkeys(flatten_dict(row)))
     return list(columns)
 
 

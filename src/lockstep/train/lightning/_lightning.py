@@ -24,58 +24,43 @@ except ImportError:  # pragma: no cover - only pytorch_lightning installed
     )
 
 
-def _sampler_kwargs() -> dict[str, Any]:
-    context = get_context()
-    return {"num_replicas": context.get_world_size(), "rank": context.get_world_rank()}
+class _OnLockstepWorkers:
+    """What the strategies change in Lightning's: each worker's device, and samplers that
+    split the data by lockstep's ranks."""
+
+    @property
+    def root_device(self) -> torch.device:
+        return get_device()
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, Any]:
+        context = get_context()
+        return {"num_replicas": context.get_world_size(), "rank": context.get_world_rank()}
 
 
-class RayDDPStrategy(pl.strategies.DDPStrategy):
+class RayDDPStrategy(_OnLockstepWorkers, pl.strategies.DDPStrategy):
     """Lightning's DDP on lockstep's workers: each worker's device, and samplers that split
     the data by lockstep's ranks. Takes ``DDPStrategy``'s arguments.
 
     Example:
-        >>> RayDDPStrategy(find_unused_parameters=False).__class__.__mro__[1].__name__
-        'DDPStrategy'
+        >>> isinstance(RayDDPStrategy(find_unused_parameters=False), pl.strategies.DDPStrategy)
+        True
     """
 
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
 
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
-
-
-class RayFSDPStrategy(pl.strategies.FSDPStrategy):
+class RayFSDPStrategy(_OnLockstepWorkers, pl.strategies.FSDPStrategy):
     """Lightning's FSDP on lockstep's workers. Takes ``FSDPStrategy``'s arguments.
 
     Example:
-        >>> RayFSDPStrategy().__class__.__mro__[1].__name__
-        'FSDPStrategy'
+        >>> isinstance(RayFSDPStrategy(), pl.strategies.FSDPStrategy)
+        True
     """
 
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
 
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
-
-
-class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
+class RayDeepSpeedStrategy(_OnLockstepWorkers, pl.strategies.DeepSpeedStrategy):
     """Lightning's DeepSpeed on lockstep's workers (needs ``deepspeed`` installed). Takes
     ``DeepSpeedStrategy``'s arguments.
     """
-
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
-
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
 
 
 class RayLightningEnvironment(LightningEnvironment):
