@@ -8,7 +8,9 @@ import threading
 
 import psutil
 
+from lockstep import tune
 from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep.tune.schedulers import ASHAScheduler
 
 
 def worker_processes() -> list[psutil.Process]:
@@ -93,3 +95,34 @@ def listening_addresses() -> set[str]:
             if conn.status == psutil.CONN_LISTEN:
                 found.add(f"{conn.laddr.ip}:{conn.laddr.port}")
     return found
+
+
+class MostTrialsAtOnce(tune.Callback):
+    """The most trials that ran at the same time, in ``most``."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self.most = 0
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.running.add(trial.trial_id)
+        self.most = max(self.most, len(self.running))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.running.discard(trial.trial_id)
+
+
+def fit_acc_trials_one_at_a_time_under_asha(trainer, accs, max_t, storage):
+    """Tune ``trainer`` over ``train_loop_config["acc"]`` in ``accs``, one trial at a time,
+    with ASHA (rungs every iteration, half kept) on the reported ``acc``."""
+    return tune.Tuner(
+        trainer,
+        param_space={"train_loop_config": {"acc": tune.grid_search(accs)}},
+        tune_config=tune.TuneConfig(
+            metric="acc",
+            mode="max",
+            max_concurrent_trials=1,
+            scheduler=ASHAScheduler(grace_period=1, reduction_factor=2, max_t=max_t),
+        ),
+        run_config=tune.RunConfig(storage_path=str(storage), verbose=0),
+    ).fit()

@@ -353,10 +353,11 @@ def parse_eval(text: str) -> dict[str, float]:
 
 
 class GBDTReportCallback:
-    """The XGBoost and LightGBM report callbacks' shared part: their arguments, checked into
-    a :class:`ReportPolicy`, and :meth:`get_model`.
+    """The XGBoost and LightGBM report callbacks' shared part: their arguments, which metrics
+    to report, when to checkpoint, how to report, and :meth:`get_model`.
 
-    A subclass names its booster file (``CHECKPOINT_NAME``) and reads one
+    Every rank reports every round (the same metrics); only rank 0 attaches the model. A
+    subclass names its booster file (``CHECKPOINT_NAME``) and reads one
     (:meth:`_load_booster`).
     """
 
@@ -371,13 +372,23 @@ class GBDTReportCallback:
         results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
-        self._policy = ReportPolicy(
-            metrics=metrics,
-            filename=self.CHECKPOINT_NAME if filename is None else filename,
-            frequency=frequency,
-            checkpoint_at_end=checkpoint_at_end,
-            results_postprocessing_fn=results_postprocessing_fn,
-        )
+        filename = self.CHECKPOINT_NAME if filename is None else filename
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
+            raise ValueError(
+                f"frequency must be a number of rounds >= 0, got {frequency!r}. "
+                "HINT: frequency=10 checkpoints every 10 rounds, 0 only at the end"
+            )
+        if not isinstance(filename, str) or not filename or os.sep in filename:
+            raise ValueError(f"filename must be a file name, got {filename!r}")
+        if results_postprocessing_fn is not None and not callable(results_postprocessing_fn):
+            raise ValueError("results_postprocessing_fn must be a function of the metrics dict")
+        self._metrics = _metric_names(metrics)
+        self._filename = filename
+        self._frequency = frequency
+        self._checkpoint_at_end = bool(checkpoint_at_end)
+        self._postprocess = results_postprocessing_fn
+        self._last_metrics: dict[str, Any] = {}
+        self._checkpointed_rounds = -1
 
     @classmethod
     def get_model(cls, checkpoint: Checkpoint, filename: str | None = None) -> Any:
@@ -399,55 +410,22 @@ class GBDTReportCallback:
     def _load_booster(cls, path: str) -> Any:
         raise NotImplementedError
 
-
-class ReportPolicy:
-    """What the report callbacks share: which metrics, when to checkpoint, how to report.
-
-    Every rank reports every round (the same metrics); only rank 0 attaches the model.
-    """
-
-    def __init__(
-        self,
-        *,
-        metrics: str | list[str] | dict[str, str] | None,
-        filename: str,
-        frequency: int,
-        checkpoint_at_end: bool,
-        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None,
-    ) -> None:
-        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
-            raise ValueError(
-                f"frequency must be a number of rounds >= 0, got {frequency!r}. "
-                "HINT: frequency=10 checkpoints every 10 rounds, 0 only at the end"
-            )
-        if not isinstance(filename, str) or not filename or os.sep in filename:
-            raise ValueError(f"filename must be a file name, got {filename!r}")
-        if results_postprocessing_fn is not None and not callable(results_postprocessing_fn):
-            raise ValueError("results_postprocessing_fn must be a function of the metrics dict")
-        self.metrics = _metric_names(metrics)
-        self.filename = filename
-        self.frequency = frequency
-        self.checkpoint_at_end = bool(checkpoint_at_end)
-        self.postprocess = results_postprocessing_fn
-        self.last_metrics: dict[str, Any] = {}
-        self.checkpointed_rounds = -1
-
-    def select(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+    def _select(self, flat: Mapping[str, Any]) -> dict[str, Any]:
         """The metrics to report from the flattened evaluation results."""
-        if self.metrics is None:
+        if self._metrics is None:
             chosen = dict(flat)
         else:
-            chosen = {out: flat[key] for out, key in self.metrics.items() if key in flat}
-        if self.postprocess is not None:
-            chosen = dict(self.postprocess(chosen))
-        self.last_metrics = chosen
+            chosen = {out: flat[key] for out, key in self._metrics.items() if key in flat}
+        if self._postprocess is not None:
+            chosen = dict(self._postprocess(chosen))
+        self._last_metrics = chosen
         return chosen
 
-    def due(self, rounds: int) -> bool:
+    def _due(self, rounds: int) -> bool:
         """Whether the model after ``rounds`` rounds is checkpointed by frequency."""
-        return self.frequency > 0 and rounds % self.frequency == 0
+        return self._frequency > 0 and rounds % self._frequency == 0
 
-    def report(
+    def _report(
         self, metrics: dict[str, Any], rounds: int, save: Callable[[str], None] | None
     ) -> None:
         """Report ``metrics``; with ``save``, rank 0 also attaches the model it writes."""
@@ -455,10 +433,10 @@ class ReportPolicy:
             report(metrics)
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                save(os.path.join(tmp, self.filename))
+                save(os.path.join(tmp, self._filename))
                 report(metrics, checkpoint=Checkpoint.from_directory(tmp))
         if save is not None:
-            self.checkpointed_rounds = rounds
+            self._checkpointed_rounds = rounds
 
 
 def _metric_names(metrics: str | list[str] | dict[str, str] | None) -> dict[str, str] | None:

@@ -12,6 +12,7 @@ from lockstep.train import Checkpoint
 from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule, PopulationBasedTraining
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
+from tests.helpers import MostTrialsAtOnce
 
 
 def run(tmp_path, trainable, space, name="exp", **tune_config):
@@ -521,15 +522,7 @@ def test_the_trial_table_renders_every_trial():
 def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
     from lockstep.tune._resources import machine_resources
 
-    running, most = set(), [0]
-
-    class Concurrency(tune.Callback):
-        def on_trial_start(self, iteration, trials, trial, **info):
-            running.add(trial.trial_id)
-            most[0] = max(most[0], len(running))
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            running.discard(trial.trial_id)
+    concurrency = MostTrialsAtOnce()
 
     def objective(config):
         for _ in range(3):
@@ -539,9 +532,9 @@ def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
     results = tune.Tuner(
         tune.with_resources(objective, {"cpu": cpus}),
         param_space={"x": tune.grid_search([1, 2, 3])},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Concurrency()]),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[concurrency]),
     ).fit()
-    assert most[0] == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
+    assert concurrency.most == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
     gpus = machine_resources()["GPU"]
     with pytest.raises(ValueError, match="HINT"):
         tune.Tuner(

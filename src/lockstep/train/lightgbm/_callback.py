@@ -64,14 +64,13 @@ class RayTrainReportCallback(GBDTReportCallback):
         results = env.evaluation_result_list or []
         if get_context().get_world_size() > 1 and results:
             results[:] = combine_across_workers(env.model, results)
-        policy = self._policy
-        metrics = policy.select({f"{r[0]}-{r[1]}": float(r[2]) for r in results})
+        metrics = self._select({f"{r[0]}-{r[1]}": float(r[2]) for r in results})
         rounds = env.iteration + 1
-        final = rounds == env.end_iteration and policy.checkpoint_at_end
+        final = rounds == env.end_iteration and self._checkpoint_at_end
         save = None
-        if policy.due(rounds) or final:
+        if self._due(rounds) or final:
             save = lambda path: env.model.save_model(path, num_iteration=-1)  # noqa: E731
-        policy.report(metrics, rounds, save)
+        self._report(metrics, rounds, save)
 
 
 def combine_across_workers(model: Any, results: list[Any]) -> list[Any]:

@@ -217,8 +217,7 @@ def _datasets(config: dict[str, Any]) -> tuple[dict[str, lightgbm.Dataset], dict
 
 def _report_finished(callback: RayTrainReportCallback, booster: Any) -> None:
     """The booster already has every round: report it once more, as the run's result."""
-    policy = callback._policy
     save = None
-    if policy.checkpoint_at_end:
+    if callback._checkpoint_at_end:
         save = lambda path: booster.save_model(path, num_iteration=-1)  # noqa: E731
-    policy.report({}, booster.current_iteration(), save)
+    callback._report({}, booster.current_iteration(), save)

@@ -59,20 +59,18 @@ class RayTrainReportCallback(GBDTReportCallback, xgboost.callback.TrainingCallba
 
     def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
         """Report this round's metrics, with the booster when a checkpoint is due."""
-        policy = self._policy
-        metrics = policy.select(flatten(evals_log))
+        metrics = self._select(flatten(evals_log))
         rounds = model.num_boosted_rounds()
-        final = rounds == self._final_round and policy.checkpoint_at_end
-        save = model.save_model if policy.due(rounds) or final else None
-        policy.report(metrics, rounds, save)
+        final = rounds == self._final_round and self._checkpoint_at_end
+        save = model.save_model if self._due(rounds) or final else None
+        self._report(metrics, rounds, save)
         return False
 
     def after_training(self, model: Any) -> Any:
         """Checkpoint the final booster unless the last round already did."""
-        policy = self._policy
         rounds = model.num_boosted_rounds()
-        if policy.checkpoint_at_end and policy.checkpointed_rounds != rounds:
-            policy.report(policy.last_metrics, rounds, model.save_model)
+        if self._checkpoint_at_end and self._checkpointed_rounds != rounds:
+            self._report(self._last_metrics, rounds, model.save_model)
         return model
 
 

@@ -167,6 +167,6 @@ def _report_finished(
             for v in (values if isinstance(values, list) else [values])
         ]
     )
-    metrics = callback._policy.select(parse_eval(booster.eval_set(evals)))
-    save = booster.save_model if callback._policy.checkpoint_at_end else None
-    callback._policy.report(metrics, booster.num_boosted_rounds(), save)
+    metrics = callback._select(parse_eval(booster.eval_set(evals)))
+    save = booster.save_model if callback._checkpoint_at_end else None
+    callback._report(metrics, booster.num_boosted_rounds(), save)
