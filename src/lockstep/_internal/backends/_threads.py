@@ -1,6 +1,11 @@
-"""The GBDT backends' shared check of a worker's default number of threads."""
+"""A worker's default number of threads: the config field of the XGBoost, LightGBM and
+TensorFlow backends, and its check."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lockstep._internal.backends.base import BackendConfig
 
 
 def check_threads(num_threads: int | None) -> None:
@@ -12,3 +17,14 @@ def check_threads(num_threads: int | None) -> None:
             f"num_threads must be a positive int or None, got {num_threads!r}. "
             "HINT: leave it to the trainer, which uses the worker's CPUs"
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadsConfig(BackendConfig):
+    """A backend config with ``num_threads``, the framework's threads in each worker (None
+    leaves the framework's default); checked at construction."""
+
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        check_threads(self.num_threads)
