@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import bench
 import numpy as np
 import pandas as pd
 
@@ -72,18 +73,15 @@ class Timings:
 
 
 def compare(
-    description: str,
+    doc: str,
     plain_once: Callable[[pd.DataFrame | str, int], tuple[float, float]],
     trainer_once: Callable[[pd.DataFrame | str, int, str], tuple[float, float]],
     also: Callable[[pd.DataFrame, int], None] | None = None,
 ) -> tuple[argparse.Namespace, Timings]:
     """Parse the benchmark's arguments, then time the plain framework and the trainer in
     turn (and ``also`` on in-memory data), on data in memory or in parquet files."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = bench.options(doc, rows=400_000, rounds=50, repeats=3)
     parser.add_argument("--source", choices=["memory", "parquet"], default="memory")
-    parser.add_argument("--rows", type=int, default=400_000)
-    parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     frame = make_data(args.rows)
     timings = Timings()

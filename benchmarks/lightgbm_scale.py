@@ -54,7 +54,7 @@ def trainer_once(source: pd.DataFrame | str, rounds: int, storage: str) -> tuple
 
 
 def main() -> None:
-    args, timings = gbdt.compare(__doc__.splitlines()[0], plain_once, trainer_once)
+    args, timings = gbdt.compare(__doc__, plain_once, trainer_once)
     gbdt.print_comparison(args, timings, "lightgbm.train(num_threads=2)", "LightGBMTrainer")
 
 

@@ -10,11 +10,12 @@ Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import train
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
@@ -51,9 +52,7 @@ class LastStep(train.UserCallback):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=int, default=2000)
-    args = parser.parse_args()
+    args = bench.options(__doc__, reports=2000).parse_args()
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
         last = LastStep()
         trainer = DataParallelTrainer(

@@ -105,7 +105,7 @@ def main() -> None:
         if len(os.sched_getaffinity(0)) >= 2:
             raw.append(raw_distributed_once(frame, rounds))
 
-    args, timings = gbdt.compare(__doc__.splitlines()[0], plain_once, trainer_once, time_raw)
+    args, timings = gbdt.compare(__doc__, plain_once, trainer_once, time_raw)
     gbdt.print_comparison(args, timings, "xgboost.train(nthread=2)", "XGBoostTrainer")
     if raw:
         plain_s = statistics.median(t for t, _ in timings.plain)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
 
 import psutil
 
-from lockstep import tune
+from lockstep import train, tune
 from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.tune.schedulers import ASHAScheduler
 
@@ -17,6 +19,32 @@ def worker_processes() -> list[psutil.Process]:
     """This process's descendants but the fork server, which stays warm by design."""
     server = forkserver.server_pid()
     return [p for p in psutil.Process().children(recursive=True) if p.pid != server]
+
+
+class EveryRank(train.UserCallback):
+    """Keeps every rank's metrics of every step, in ``steps`` (a Result has rank 0's only)."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[dict]] = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.steps.append(metrics)
+
+
+def fit_on(trainer_cls, fn, run_config, num_workers=2, **kwargs):
+    """The result of ``trainer_cls`` running ``fn`` on ``num_workers`` workers."""
+    scaling = train.ScalingConfig(num_workers=num_workers)
+    return trainer_cls(fn, scaling_config=scaling, run_config=run_config, **kwargs).fit()
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    """The latest committed checkpoint's directory name in ``run_state.json``, or None while
+    the run has none (or the file is being replaced)."""
+    try:
+        with open(os.path.join(run_dir, "run_state.json")) as f:
+            return json.load(f)["latest"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
 
 
 def run_python(code: str) -> str:

@@ -1,5 +1,4 @@
-"""Breast-cancer data for the GBDT tests, their trainers in the classic form, and a callback
-that sees every rank's metrics."""
+"""Breast-cancer data for the GBDT tests, and their trainers in the classic form."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ import pandas as pd
 from sklearn.datasets import load_breast_cancer
 
 import lockstep.data as ld
-from lockstep import train
 from lockstep.train import BatchPredictor, RunConfig, ScalingConfig
 
 NUM_TRAIN = 400
@@ -63,13 +61,3 @@ def batch_predicted_accuracy(checkpoint, predictor_cls) -> float:
 
 def accuracy(predictions: pd.Series, labels: pd.Series) -> float:
     return float(((predictions.to_numpy() > 0.5) == labels.to_numpy()).mean())
-
-
-class EveryRank(train.UserCallback):
-    """Keeps every report's metrics of every rank."""
-
-    def __init__(self) -> None:
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)

@@ -20,6 +20,7 @@ from lockstep.train.lightgbm import (
     RayTrainReportCallback,
     get_network_params,
 )
+from tests.helpers import EveryRank
 from tests.integration import gbdt_data as gbdt
 
 PARAMS = {"objective": "binary", "metric": ["binary_logloss", "binary_error"], "verbose": -1}
@@ -30,7 +31,7 @@ def classic(tmp_path, **kwargs):
 
 
 def test_breast_cancer_on_two_workers(tmp_path):
-    ranks = gbdt.EveryRank()
+    ranks = EveryRank()
     config = gbdt.run(
         tmp_path, checkpoint_config=CheckpointConfig(checkpoint_frequency=4), callbacks=[ranks]
     )
@@ -87,7 +88,7 @@ def test_the_function_form_trains_one_model_over_both_shards(tmp_path):
         train.report({"model": hashlib.sha256(trees.encode()).hexdigest()})
         return len(frame)
 
-    ranks = gbdt.EveryRank()
+    ranks = EveryRank()
     result = LightGBMTrainer(
         train_func,
         datasets={"train": gbdt.datasets()["train"]},
@@ -103,7 +104,7 @@ def test_the_function_form_trains_one_model_over_both_shards(tmp_path):
 
 
 def test_get_network_params_gives_every_worker_the_machine_list(tmp_path):
-    ranks = gbdt.EveryRank()
+    ranks = EveryRank()
     LightGBMTrainer(
         lambda: train.report(get_network_params()),
         scaling_config=gbdt.TWO,

@@ -23,6 +23,7 @@ from lockstep.train import (
     ScalingConfig,
 )
 from lockstep.train.xgboost import RayTrainReportCallback, XGBoostPredictor, XGBoostTrainer
+from tests.helpers import EveryRank
 from tests.integration import gbdt_data as gbdt
 
 PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "max_depth": 3}
@@ -63,7 +64,7 @@ def test_each_worker_builds_its_dmatrix_from_its_shard_only(tmp_path):
 
 
 def test_every_rank_reports_the_same_metrics_over_all_shards(tmp_path):
-    ranks = gbdt.EveryRank()
+    ranks = EveryRank()
     classic(tmp_path, num_boost_round=3, run_config=gbdt.run(tmp_path, callbacks=[ranks])).fit()
     assert len(ranks.steps) == 3
     for rank0, rank1 in ranks.steps:
@@ -184,7 +185,7 @@ def test_the_function_form_with_the_report_callback(tmp_path):
         )
         return data.num_row()
 
-    ranks = gbdt.EveryRank()
+    ranks = EveryRank()
     result = XGBoostTrainer(
         train_func,
         train_loop_config={"params": PARAMS},

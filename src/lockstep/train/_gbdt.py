@@ -275,13 +275,14 @@ class GBDTTrainer(DataParallelTrainer):
         """The booster saved in ``checkpoint`` (by either form's report callback).
 
         Example:
-            >>> import tempfile, numpy as np, xgboost
-            >>> from lockstep.train.xgboost import XGBoostCheckpoint, XGBoostTrainer
-            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 4)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     checkpoint = XGBoostCheckpoint.from_model(booster, path=d)
-            ...     XGBoostTrainer.get_model(checkpoint).num_boosted_rounds()
-            4
+            >>> import shutil, numpy as np, lightgbm
+            >>> from lockstep.train.lightgbm import LightGBMCheckpoint, LightGBMTrainer
+            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
+            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 3)
+            >>> checkpoint = LightGBMCheckpoint.from_model(booster)  # a new directory
+            >>> LightGBMTrainer.get_model(checkpoint).current_iteration()
+            3
+            >>> shutil.rmtree(checkpoint.path)
         """
         return cls._report_callback.get_model(checkpoint)
 

@@ -218,12 +218,7 @@ class TrialRunner:
             self._events.put(_Ended(trial, "error", exc, traceback.format_exc()))
 
     def _execute(self, trial: TuneTrial, restore: Checkpoint | None) -> tuple[str, Any]:
-        context = TuneContext(
-            world_rank=0,
-            world_size=1,
-            local_rank=0,
-            local_world_size=1,
-            node_rank=0,
+        context = TuneContext.single_worker(
             experiment_name=self._s.run_config.name or "",
             run_path=trial.path,
             trial_id=trial.trial_id,

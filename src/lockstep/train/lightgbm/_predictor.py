@@ -13,10 +13,7 @@ if TYPE_CHECKING:
 
 
 class LightGBMPredictor(BoosterPredictor):
-    """Predicts with a LightGBM booster, after the preprocessor saved with it.
-
-    Takes the booster (``model``, a ``lightgbm.Booster``) and the ``preprocessor`` applied to
-    every batch first.
+    """Predicts with a LightGBM booster (``model``), after the ``preprocessor`` saved with it.
 
     Example:
         >>> import numpy as np, pandas as pd, lightgbm

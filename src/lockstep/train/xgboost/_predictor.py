@@ -15,10 +15,7 @@ if TYPE_CHECKING:
 
 
 class XGBoostPredictor(BoosterPredictor):
-    """Predicts with an xgboost booster, after the preprocessor saved with it.
-
-    Takes the booster (``model``, a ``xgboost.Booster``) and the ``preprocessor`` applied to
-    every batch first.
+    """Predicts with an xgboost booster (``model``), after the ``preprocessor`` saved with it.
 
     Example:
         >>> import numpy as np, pandas as pd, xgboost
