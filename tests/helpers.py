@@ -12,7 +12,7 @@ import psutil
 
 from lockstep import train, tune
 from lockstep._internal.execution.worker_group.process import forkserver
-from lockstep.tune.schedulers import ASHAScheduler
+from lockstep.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 
 
 def worker_processes() -> list[psutil.Process]:
@@ -154,3 +154,16 @@ def fit_acc_trials_one_at_a_time_under_asha(trainer, accs, max_t, storage):
         ),
         run_config=tune.RunConfig(storage_path=str(storage), verbose=0),
     ).fit()
+
+
+def pbt_every_two_iterations(hyperparam_mutations) -> PopulationBasedTraining:
+    """PBT perturbing every 2 iterations: the bottom half of the trials exploits the top
+    half, a mutation steps to a neighbouring value (never resampled); seeded."""
+    return PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        hyperparam_mutations=hyperparam_mutations,
+        seed=0,
+    )

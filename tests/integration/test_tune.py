@@ -19,6 +19,7 @@ from lockstep.train import DataParallelTrainer, FailureConfig, ScalingConfig
 from tests.helpers import (
     MostTrialsAtOnce,
     fit_acc_trials_one_at_a_time_under_asha,
+    pbt_every_two_iterations,
     worker_processes,
 )
 
@@ -199,16 +200,7 @@ def pbt_loop(config):
 
 
 def test_pbt_exploits_a_trainer_trial_from_the_donors_checkpoint(tmp_path):
-    from lockstep.tune.schedulers import PopulationBasedTraining
-
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        resample_probability=0.0,
-        hyperparam_mutations={"train_loop_config": {"lr": [0.1, 1.0, 10.0]}},
-        seed=0,
-    )
+    pbt = pbt_every_two_iterations({"train_loop_config": {"lr": [0.1, 1.0, 10.0]}})
     trainer = DataParallelTrainer(
         pbt_loop, train_loop_config={"lr": 0.1}, scaling_config=ScalingConfig(num_workers=1)
     )

@@ -9,10 +9,10 @@ import pytest
 
 from lockstep import tune
 from lockstep.train import Checkpoint
-from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule, PopulationBasedTraining
+from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
-from tests.helpers import MostTrialsAtOnce
+from tests.helpers import MostTrialsAtOnce, pbt_every_two_iterations
 
 
 def run(tmp_path, trainable, space, name="exp", **tune_config):
@@ -118,14 +118,7 @@ def pbt_trainable(config):
 
 
 def test_pbt_replaces_a_bad_trials_config_and_resumes_from_the_donors_checkpoint(tmp_path):
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        resample_probability=0.0,
-        hyperparam_mutations={"lr": [0.1, 1.0, 10.0]},
-        seed=0,
-    )
+    pbt = pbt_every_two_iterations({"lr": [0.1, 1.0, 10.0]})
     results = run(
         tmp_path,
         pbt_trainable,
