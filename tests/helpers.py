@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 
 import psutil
@@ -167,3 +168,23 @@ def pbt_every_two_iterations(hyperparam_mutations) -> PopulationBasedTraining:
         hyperparam_mutations=hyperparam_mutations,
         seed=0,
     )
+
+
+def add_lr_to_a_score(config, get_checkpoint, report, steps=None) -> None:
+    """Each step adds ``config["lr"]`` to a score and reports it with a checkpoint of the step
+    and the score, resuming from ``get_checkpoint()``; ``steps`` in all, or until stopped."""
+    step, score = 0, 0.0
+    if checkpoint := get_checkpoint():
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
+            saved_step, saved_score = f.read().split()
+            step, score = int(saved_step), float(saved_score)
+    while steps is None or step < steps:
+        step += 1
+        score += config["lr"]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state"), "w") as f:
+                f.write(f"{step} {score}")
+            report(
+                {"score": score, "lr": config["lr"], "step": step},
+                checkpoint=train.Checkpoint.from_directory(d),
+            )

@@ -18,6 +18,7 @@ from lockstep.data.preprocessors import MinMaxScaler, StandardScaler
 from lockstep.train import DataParallelTrainer, FailureConfig, ScalingConfig
 from tests.helpers import (
     MostTrialsAtOnce,
+    add_lr_to_a_score,
     fit_acc_trials_one_at_a_time_under_asha,
     pbt_every_two_iterations,
     worker_processes,
@@ -181,22 +182,7 @@ def test_restore_after_killing_the_driver_finishes_only_the_unfinished_trials(tm
 
 
 def pbt_loop(config):
-    import tempfile
-
-    step, score = 0, 0.0
-    if checkpoint := train.get_checkpoint():
-        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
-            step, score = (float(v) for v in f.read().split())
-    while True:  # the Tuner's stop= ends it
-        step += 1
-        score += config["lr"]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "state"), "w") as f:
-                f.write(f"{int(step)} {score}")
-            train.report(
-                {"score": score, "lr": config["lr"], "step": step},
-                checkpoint=train.Checkpoint.from_directory(d),
-            )
+    add_lr_to_a_score(config, train.get_checkpoint, train.report)  # the Tuner's stop= ends it
 
 
 def test_pbt_exploits_a_trainer_trial_from_the_donors_checkpoint(tmp_path):

@@ -12,7 +12,7 @@ from lockstep.train import Checkpoint
 from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
-from tests.helpers import MostTrialsAtOnce, pbt_every_two_iterations
+from tests.helpers import MostTrialsAtOnce, add_lr_to_a_score, pbt_every_two_iterations
 
 
 def run(tmp_path, trainable, space, name="exp", **tune_config):
@@ -100,21 +100,7 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
 
 
 def pbt_trainable(config):
-    step, score = 0, 0.0
-    if checkpoint := tune.get_checkpoint():
-        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
-            step, score = (float(v) for v in f.read().split())
-            step = int(step)
-    while step < 6:
-        step += 1
-        score += config["lr"]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "state"), "w") as f:
-                f.write(f"{step} {score}")
-            tune.report(
-                {"score": score, "lr": config["lr"], "step": step},
-                checkpoint=Checkpoint.from_directory(d),
-            )
+    add_lr_to_a_score(config, tune.get_checkpoint, tune.report, steps=6)
 
 
 def test_pbt_replaces_a_bad_trials_config_and_resumes_from_the_donors_checkpoint(tmp_path):
