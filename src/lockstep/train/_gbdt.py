@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep._core.errors import UsageError
 from lockstep.train._session import get_context, get_dataset_shard, report
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup, _check_type
+from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec, WorkerSetup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,7 +211,7 @@ def worker_threads(scaling: ScalingConfig) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GBDTTrainerSpec(TrainerSpec):
+class GBDTTrainerSpec(FrameworkTrainerSpec):
     """The XGBoost and LightGBM trainers' arguments: DataParallelTrainer's (the function
     is optional), the classic form's, and the framework's config (in the subclass)."""
 
@@ -222,19 +222,14 @@ class GBDTTrainerSpec(TrainerSpec):
     label: str | None = None
     train_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
-    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
     extra: ClassVar[str | None] = "train_kwargs"
     function_required: ClassVar[bool] = False
     trainer: ClassVar[str] = "GBDTTrainer"
-    # The subclass's field of the framework's backend config, and that config's class.
-    config_field: ClassVar[str]
-    config_type: ClassVar[type]
 
     def __post_init__(self) -> None:
         # the older dict form, {"max_actor_restarts": n}, which the material passes
         object.__setattr__(self, "run_config", RunConfig.coerce(self.run_config))
         super().__post_init__()
-        _check_type(getattr(self, self.config_field), self.config_type, self.config_field)
         classic = self.classic()
         if classic is not None and self.datasets:
             classic.check_datasets(self.datasets)
@@ -254,9 +249,9 @@ class GBDTTrainerSpec(TrainerSpec):
             datasets=self.datasets,
         )
 
-    def framework_config(self) -> Any:
-        """The framework's backend config, as given or its default."""
-        return getattr(self, self.config_field) or self.config_type()
+    def backend(self, scaling: ScalingConfig) -> Any:
+        # the framework's threads in each worker: its CPUs, unless set
+        return super().backend(scaling).with_default_threads(scaling.num_cpus_per_worker)
 
 
 class GBDTTrainer(DataParallelTrainer):
@@ -295,9 +290,7 @@ class GBDTTrainer(DataParallelTrainer):
     def _worker_setup(self) -> WorkerSetup:
         spec = self._spec
         assert isinstance(spec, GBDTTrainerSpec)
-        backend = spec.framework_config()
-        if backend.num_threads is None:
-            backend = replace(backend, num_threads=worker_threads(self.scaling_config))
+        backend = spec.backend(self.scaling_config)
         classic = spec.classic()
         if classic is None:
             assert spec.train_loop_per_worker is not None

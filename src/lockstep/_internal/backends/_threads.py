@@ -3,7 +3,8 @@ TensorFlow backends, and its check."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from lockstep._internal.backends.base import BackendConfig
 
@@ -19,6 +20,9 @@ def check_threads(num_threads: int | None) -> None:
         )
 
 
+_T = TypeVar("_T", bound="ThreadsConfig")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ThreadsConfig(BackendConfig):
     """A backend config with ``num_threads``, the framework's threads in each worker (None
@@ -28,3 +32,9 @@ class ThreadsConfig(BackendConfig):
 
     def __post_init__(self) -> None:
         check_threads(self.num_threads)
+
+    def with_default_threads(self: _T, num_cpus_per_worker: float) -> _T:
+        """This config, with ``num_threads`` the worker's CPUs (at least 1) unless set."""
+        if self.num_threads is not None:
+            return self
+        return replace(self, num_threads=max(1, int(num_cpus_per_worker)))

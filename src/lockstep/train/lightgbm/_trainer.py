@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import lightgbm
 
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.lightgbm import LightGBMConfig
 from lockstep.train._collective import barrier
 from lockstep.train._gbdt import (
@@ -43,7 +44,7 @@ class LightGBMTrainerSpec(GBDTTrainerSpec):
 
     trainer: ClassVar[str] = "LightGBMTrainer"
     config_field: ClassVar[str] = "lightgbm_config"
-    config_type: ClassVar[type] = LightGBMConfig
+    config_type: ClassVar[type[BackendConfig]] = LightGBMConfig
 
 
 class LightGBMTrainer(GBDTTrainer):

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import xgboost
 
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train._gbdt import (
     GBDTTrainer,
@@ -30,7 +31,7 @@ class XGBoostTrainerSpec(GBDTTrainerSpec):
 
     trainer: ClassVar[str] = "XGBoostTrainer"
     config_field: ClassVar[str] = "xgboost_config"
-    config_type: ClassVar[type] = XGBoostConfig
+    config_type: ClassVar[type[BackendConfig]] = XGBoostConfig
 
 
 class XGBoostTrainer(GBDTTrainer):
