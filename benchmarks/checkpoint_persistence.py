@@ -12,12 +12,13 @@ Target: throughput at least 0.7x the plain copy (medians).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import train
 from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
@@ -54,10 +55,7 @@ def save_checkpoints(config: dict) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = bench.options(__doc__, mib=256, repeats=5).parse_args()
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-", dir=os.getcwd()) as root:
         result = DataParallelTrainer(
             save_checkpoints,

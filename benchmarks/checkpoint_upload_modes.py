@@ -12,11 +12,12 @@ Baseline in the same run: SYNC. Target: ASYNC's report time a small fraction of 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import train
 from lockstep.train import (
@@ -56,10 +57,7 @@ def timed_reports(config: dict) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, mib=256, repeats=3).parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage,
         tempfile.TemporaryDirectory(prefix="lockstep-bench-scratch-") as scratch,

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from typing import Any
 
+import bench
 import numpy as np
 
 CASES = ("from_torch", "from_items", "from_numpy", "map")
@@ -90,8 +91,7 @@ def measure(case: str, samples: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=2000)
+    parser = bench.options(__doc__, samples=2000)
     parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:

@@ -11,19 +11,18 @@ per worker (lockstep's default, as Ray's). Target: at least 0.97x the baseline's
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 import time
 
+import bench
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
 from lockstep import train
-from lockstep.train import RunConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer, prepare_model
 
 BATCH = 256
@@ -87,20 +86,12 @@ def baseline(steps: int) -> float:
 
 
 def ours(steps: int, storage: str) -> float:
-    result = TorchTrainer(
-        lockstep_worker,
-        train_loop_config={"steps": steps},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(storage_path=storage, verbose=0),
-    ).fit()
+    result = bench.fit_two_workers(TorchTrainer, lockstep_worker, {"steps": steps}, storage)
     return result.return_value
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, steps=60, repeats=3).parse_args()
     samples = 2 * BATCH * args.steps
     lockstep_times, baseline_times = [], []
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:

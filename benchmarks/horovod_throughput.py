@@ -13,12 +13,13 @@ target is against horovodrun with ``OMP_NUM_THREADS=1`` too: lockstep >= 0.95x.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
+
+import bench
 
 BATCH = 128
 
@@ -59,19 +60,13 @@ def train_job(steps: int) -> float:
 
 def lockstep_run(steps: int) -> float:
     from lockstep import train
-    from lockstep.train import RunConfig, ScalingConfig
     from lockstep.train.horovod import HorovodTrainer
 
     def job(config):
         train.report({"samples_per_s": train_job(config["steps"])})
 
     with tempfile.TemporaryDirectory(prefix="bench-hvd-") as storage:
-        result = HorovodTrainer(
-            job,
-            train_loop_config={"steps": steps},
-            scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=storage, verbose=0),
-        ).fit()
+        result = bench.fit_two_workers(HorovodTrainer, job, {"steps": steps}, storage)
     return float(result.metrics["samples_per_s"])
 
 
@@ -91,9 +86,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
         print(f"{train_job(int(sys.argv[2]))} samples/s")
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args()
+    args = bench.options(__doc__, steps=200).parse_args()
     plain = horovodrun(args.steps, one_thread=False)
     base = horovodrun(args.steps, one_thread=True)
     ours = lockstep_run(args.steps)

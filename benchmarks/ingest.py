@@ -12,7 +12,6 @@ for the data under 2x one file's decoded size (streaming, not loading its files)
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -20,6 +19,7 @@ import threading
 import time
 import warnings
 
+import bench
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -140,11 +140,7 @@ def lockstep_run(paths: list[str], storage: str, epochs: int) -> list[list[dict]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--epochs", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, rows=2_000_000, files=8, epochs=3).parse_args()
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as tmp:
         data_dir = os.path.join(tmp, "data")

@@ -11,38 +11,22 @@ Target: lockstep / pyarrow <= 2.0.
 
 from __future__ import annotations
 
-import argparse
-import time
-from collections.abc import Callable
-
+import bench
 import numpy as np
 import pyarrow as pa
 
 import lockstep.data as ld
 
 
-def best_of(repeats: int, run: Callable[[], int]) -> tuple[float, int]:
-    times, rows = [], 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        rows = run()
-        times.append(time.perf_counter() - start)
-    return min(times), rows
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--left", type=int, default=1_000_000)
-    parser.add_argument("--right", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = bench.options(__doc__, left=1_000_000, right=100_000, repeats=5).parse_args()
     rng = np.random.default_rng(0)
     left = pa.table({"k": rng.integers(0, 2 * args.right, args.left), "x": rng.random(args.left)})
     right = pa.table({"k": rng.permutation(args.right), "y": rng.random(args.right)})
-    baseline, base_rows = best_of(
+    baseline, base_rows = bench.best_of(
         args.repeats, lambda: left.join(right, "k", join_type="inner").num_rows
     )
-    ours, our_rows = best_of(
+    ours, our_rows = bench.best_of(
         args.repeats,
         lambda: (
             ld.from_arrow(left)

@@ -13,11 +13,12 @@ Target: lockstep's fit() under 0.25x Ray Train's.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import train
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
@@ -105,8 +106,7 @@ def on_ray(repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = bench.options(__doc__, repeats=5)
     parser.add_argument("--executor", choices=["process", "ray"], default="process")
     args = parser.parse_args()
     if args.executor == "ray":

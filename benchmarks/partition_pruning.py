@@ -10,10 +10,9 @@ written with ``pyarrow.parquet.write_to_dataset``. Both reads go through
 
 from __future__ import annotations
 
-import argparse
 import tempfile
-import time
 
+import bench
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,29 +21,22 @@ import pyarrow.parquet as pq
 import lockstep.data as ld
 
 
-def best_of(repeats: int, read: object) -> tuple[float, int]:
-    times, rows = [], 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        rows = read().to_arrow().num_rows  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return min(times), rows
+def rows_read(root: str, **options: object) -> int:
+    """The rows of ``read_parquet(root, **options)``, read to the end."""
+    return ld.read_parquet(root, **options).to_arrow().num_rows  # type: ignore[arg-type]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, rows=200_000, repeats=3).parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as root:
         for part in range(10):
             columns = {f"f{c}": rng.random(args.rows) for c in range(4)}
             table = pa.table({**columns, "part": [str(part)] * args.rows})
             pq.write_to_dataset(table, root, partition_cols=["part"])
-        full, full_rows = best_of(args.repeats, lambda: ld.read_parquet(root))
-        one, one_rows = best_of(
-            args.repeats, lambda: ld.read_parquet(root, filter=pc.field("part") == "3")
+        full, full_rows = bench.best_of(args.repeats, lambda: rows_read(root))
+        one, one_rows = bench.best_of(
+            args.repeats, lambda: rows_read(root, filter=pc.field("part") == "3")
         )
     ratio = one / full
     print(

@@ -11,13 +11,13 @@ with the same statistics.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
 import tempfile
 import time
 
+import bench
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,11 +56,7 @@ def fit_once(paths: list[str]) -> tuple[float, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, rows=2_000_000, files=8, repeats=3).parse_args()
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as tmp:
         paths = write_dataset(tmp, args.rows, args.files)
         baseline_once(paths)  # warm the page cache

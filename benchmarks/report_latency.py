@@ -16,12 +16,13 @@ resume); ``shuffled`` uses a local shuffle over whole blocks, the most scattered
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import train
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
@@ -101,8 +102,7 @@ class LastStep(train.UserCallback):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=int, default=2000)
+    parser = bench.options(__doc__, reports=2000)
     parser.add_argument("--shard", choices=["none", "ordered", "shuffled"], default="none")
     args = parser.parse_args()
     datasets = {}

@@ -12,7 +12,6 @@ a plain launcher, in the same run, that starts 2 Python processes and sets their
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -21,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import bench
 
 BATCH = 256
 
@@ -59,19 +60,14 @@ def train_job(steps: int, epochs: int) -> float:
 
 def lockstep_run(steps: int, epochs: int) -> float:
     from lockstep import train
-    from lockstep.train import RunConfig, ScalingConfig
     from lockstep.train.tensorflow import TensorflowTrainer
 
     def job(config):
         train.report({"samples_per_s": train_job(config["steps"], config["epochs"])})
 
     with tempfile.TemporaryDirectory(prefix="bench-tf-") as storage:
-        result = TensorflowTrainer(
-            job,
-            train_loop_config={"steps": steps, "epochs": epochs},
-            scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=storage, verbose=0),
-        ).fit()
+        config = {"steps": steps, "epochs": epochs}
+        result = bench.fit_two_workers(TensorflowTrainer, job, config, storage)
     return float(result.metrics["samples_per_s"])
 
 
@@ -111,11 +107,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
         print(train_job(int(sys.argv[2]), int(sys.argv[3])))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, steps=50, epochs=3, repeats=3).parse_args()
     plains, singles, ours_all = [], [], []
     for _ in range(args.repeats):  # interleaved, so that all see the same machine
         plains.append(plain_run(args.steps, args.epochs))

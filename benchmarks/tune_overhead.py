@@ -9,10 +9,11 @@ with a report that does nothing: the ratio is Tune's cost per experiment over th
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
+
+import bench
 
 from lockstep import tune
 
@@ -42,9 +43,7 @@ def baseline_once() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = bench.options(__doc__, repeats=5).parse_args()
     tuner_once()  # warm the imports
     tuner = [tuner_once() for _ in range(args.repeats)]
     baseline = [baseline_once() for _ in range(args.repeats)]

@@ -10,11 +10,11 @@ experiment's SQLite file at the end; that copy is also timed on its own.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 
+import bench
 import optuna
 
 from lockstep import tune
@@ -61,10 +61,7 @@ def optuna_once(trials: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = bench.options(__doc__, trials=100, repeats=3).parse_args()
     tuner_once(5)  # warm the imports
     runs = [tuner_once(args.trials) for _ in range(args.repeats)]
     plain = [optuna_once(args.trials) for _ in range(args.repeats)]

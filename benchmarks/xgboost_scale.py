@@ -23,20 +23,16 @@ lockstep's own cost.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import statistics
-import tempfile
 import time
 
+import gbdt_data as gbdt
 import numpy as np
 import pandas as pd
 import xgboost
-from gbdt_data import make_data, write_parquet
 
-import lockstep.data as ld
-from lockstep.train import RunConfig, ScalingConfig
 from lockstep.train.xgboost import XGBoostTrainer
 
 PARAMS = {"objective": "binary:logistic", "tree_method": "hist", "eval_metric": "logloss"}
@@ -46,34 +42,30 @@ def plain_once(source: pd.DataFrame | str, rounds: int) -> tuple[float, float]:
     """Seconds and final train logloss of xgboost.train(nthread=2) in this process."""
     start = time.perf_counter()
     frame = source if isinstance(source, pd.DataFrame) else pd.read_parquet(source)
-    data = xgboost.DMatrix(frame.drop(columns=["label"]), label=frame["label"], nthread=2)
+    loss = train_logloss(frame, rounds, nthread=2)
+    return time.perf_counter() - start, loss
+
+
+def train_logloss(frame: pd.DataFrame, rounds: int, nthread: int) -> float:
+    """xgboost.train on ``frame`` with ``nthread`` threads; the final train logloss."""
+    data = xgboost.DMatrix(frame.drop(columns=["label"]), label=frame["label"], nthread=nthread)
     log: dict = {}
     xgboost.train(
-        {**PARAMS, "nthread": 2},
+        {**PARAMS, "nthread": nthread},
         data,
         num_boost_round=rounds,
         evals=[(data, "train")],
         evals_result=log,
         verbose_eval=False,
     )
-    return time.perf_counter() - start, log["train"]["logloss"][-1]
+    return log["train"]["logloss"][-1]
 
 
 def _raw_worker(rank: int, args: dict, frame: pd.DataFrame, rounds: int, out) -> None:
     os.sched_setaffinity(0, [sorted(os.sched_getaffinity(0))[rank]])
     xgboost.set_config(nthread=1)
     with xgboost.collective.CommunicatorContext(**args, dmlc_task_id=f"rank-{rank}"):
-        data = xgboost.DMatrix(frame.drop(columns=["label"]), label=frame["label"], nthread=1)
-        log: dict = {}
-        xgboost.train(
-            {**PARAMS, "nthread": 1},
-            data,
-            num_boost_round=rounds,
-            evals=[(data, "train")],
-            evals_result=log,
-            verbose_eval=False,
-        )
-        out.put(log["train"]["logloss"][-1])
+        out.put(train_logloss(frame, rounds, nthread=1))
 
 
 def raw_distributed_once(frame: pd.DataFrame, rounds: int) -> float:
@@ -103,62 +95,27 @@ def raw_distributed_once(frame: pd.DataFrame, rounds: int) -> float:
 
 def trainer_once(source: pd.DataFrame | str, rounds: int, storage: str) -> tuple[float, float]:
     """Seconds and final train logloss of XGBoostTrainer, 2 workers x 1 thread."""
-    start = time.perf_counter()
-    in_memory = isinstance(source, pd.DataFrame)
-    dataset = ld.from_pandas(source) if in_memory else ld.read_parquet(source)
-    trainer = XGBoostTrainer(
-        datasets={"train": dataset},
-        label_column="label",
-        params=PARAMS,
-        num_boost_round=rounds,
-        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
-        run_config=RunConfig(storage_path=storage, verbose=0),
-    )
-    result = trainer.fit()
-    elapsed = time.perf_counter() - start
-    assert result.metrics is not None
-    return elapsed, result.metrics["train-logloss"]
+    return gbdt.trainer_once(XGBoostTrainer, PARAMS, "logloss", source, rounds, storage)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", choices=["memory", "parquet"], default="memory")
-    parser.add_argument("--rows", type=int, default=400_000)
-    parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    frame = make_data(args.rows)
-    plain, ours, raw = [], [], []
-    with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as tmp:
-        storage = os.path.join(tmp, "runs")
-        os.makedirs(os.path.join(tmp, "data"))
-        source = frame if args.source == "memory" else write_parquet(frame, f"{tmp}/data")
-        first = trainer_once(source, args.rounds, storage)[0]  # starts the fork server
-        for _ in range(args.repeats):  # alternate, so that load changes hit both alike
-            plain.append(plain_once(source, args.rounds))
-            ours.append(trainer_once(source, args.rounds, storage))
-            if args.source == "memory" and len(os.sched_getaffinity(0)) >= 2:
-                raw.append(raw_distributed_once(frame, args.rounds))
-    plain_s = statistics.median(t for t, _ in plain)
-    ours_s = statistics.median(t for t, _ in ours)
-    plain_loss, ours_loss = plain[-1][1], ours[-1][1]
-    gap = abs(ours_loss - plain_loss) / plain_loss
-    print(f"data: {args.rows} rows x 30 features from {args.source}, {args.rounds} rounds of hist")
-    print(f"plain xgboost.train(nthread=2), median of {args.repeats}: {plain_s:.2f} s")
-    print(f"XGBoostTrainer, 2 workers x 1 thread, median of {args.repeats}: {ours_s:.2f} s")
-    print(f"XGBoostTrainer, first fit in this process: {first:.2f} s")
-    print(f"wall-time ratio trainer / plain: {ours_s / plain_s:.2f}x (target <= 1.2x)")
+    raw: list[float] = []
+
+    def time_raw(frame: pd.DataFrame, rounds: int) -> None:
+        if len(os.sched_getaffinity(0)) >= 2:
+            raw.append(raw_distributed_once(frame, rounds))
+
+    args, timings = gbdt.compare(__doc__, plain_once, trainer_once, time_raw)
+    gbdt.print_comparison(args, timings, "xgboost.train(nthread=2)", "XGBoostTrainer")
     if raw:
+        plain_s = statistics.median(t for t, _ in timings.plain)
+        ours_s = statistics.median(t for t, _ in timings.trainer)
         raw_s = statistics.median(raw)
         print(
             f"xgboost's distributed mode alone, 2 processes x 1 thread, median of "
             f"{len(raw)}: {raw_s:.2f} s ({raw_s / plain_s:.2f}x plain; trainer / it: "
             f"{ours_s / raw_s:.2f}x)"
         )
-    print(
-        f"final train logloss: plain {plain_loss:.5f}, trainer {ours_loss:.5f}, "
-        f"difference {100 * gap:.2f}% (target <= 1%)"
-    )
 
 
 if __name__ == "__main__":

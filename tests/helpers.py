@@ -2,17 +2,61 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import threading
 
 import psutil
 
+from lockstep import train, tune
 from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 
 
 def worker_processes() -> list[psutil.Process]:
     """This process's descendants but the fork server, which stays warm by design."""
     server = forkserver.server_pid()
     return [p for p in psutil.Process().children(recursive=True) if p.pid != server]
+
+
+class EveryRank(train.UserCallback):
+    """Keeps every rank's metrics of every step, in ``steps`` (a Result has rank 0's only)."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[dict]] = []
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.steps.append(metrics)
+
+
+def fit_on(trainer_cls, fn, run_config, num_workers=2, **kwargs):
+    """The result of ``trainer_cls`` running ``fn`` on ``num_workers`` workers."""
+    scaling = train.ScalingConfig(num_workers=num_workers)
+    return trainer_cls(fn, scaling_config=scaling, run_config=run_config, **kwargs).fit()
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    """The latest committed checkpoint's directory name in ``run_state.json``, or None while
+    the run has none (or the file is being replaced)."""
+    try:
+        with open(os.path.join(run_dir, "run_state.json")) as f:
+            return json.load(f)["latest"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def run_python(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (nothing imported yet)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def imported_after(statement: str) -> list[str]:
+    """The modules a fresh interpreter has imported after running ``statement``."""
+    return run_python(f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))").split()
 
 
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
@@ -80,3 +124,67 @@ def listening_addresses() -> set[str]:
             if conn.status == psutil.CONN_LISTEN:
                 found.add(f"{conn.laddr.ip}:{conn.laddr.port}")
     return found
+
+
+class MostTrialsAtOnce(tune.Callback):
+    """The most trials that ran at the same time, in ``most``."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self.most = 0
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.running.add(trial.trial_id)
+        self.most = max(self.most, len(self.running))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.running.discard(trial.trial_id)
+
+
+def fit_acc_trials_one_at_a_time_under_asha(trainer, accs, max_t, storage):
+    """Tune ``trainer`` over ``train_loop_config["acc"]`` in ``accs``, one trial at a time,
+    with ASHA (rungs every iteration, half kept) on the reported ``acc``."""
+    return tune.Tuner(
+        trainer,
+        param_space={"train_loop_config": {"acc": tune.grid_search(accs)}},
+        tune_config=tune.TuneConfig(
+            metric="acc",
+            mode="max",
+            max_concurrent_trials=1,
+            scheduler=ASHAScheduler(grace_period=1, reduction_factor=2, max_t=max_t),
+        ),
+        run_config=tune.RunConfig(storage_path=str(storage), verbose=0),
+    ).fit()
+
+
+def pbt_every_two_iterations(hyperparam_mutations) -> PopulationBasedTraining:
+    """PBT perturbing every 2 iterations: the bottom half of the trials exploits the top
+    half, a mutation steps to a neighbouring value (never resampled); seeded."""
+    return PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        hyperparam_mutations=hyperparam_mutations,
+        seed=0,
+    )
+
+
+def add_lr_to_a_score(config, get_checkpoint, report, steps=None) -> None:
+    """Each step adds ``config["lr"]`` to a score and reports it with a checkpoint of the step
+    and the score, resuming from ``get_checkpoint()``; ``steps`` in all, or until stopped."""
+    step, score = 0, 0.0
+    if checkpoint := get_checkpoint():
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
+            saved_step, saved_score = f.read().split()
+            step, score = int(saved_step), float(saved_score)
+    while steps is None or step < steps:
+        step += 1
+        score += config["lr"]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state"), "w") as f:
+                f.write(f"{step} {score}")
+            report(
+                {"score": score, "lr": config["lr"], "step": step},
+                checkpoint=train.Checkpoint.from_directory(d),
+            )

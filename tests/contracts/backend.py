@@ -7,6 +7,8 @@ framework is set up inside each worker, ``probe`` (a function returning JSON dat
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from lockstep import train
@@ -15,19 +17,10 @@ from lockstep.train import (
     BackendConfig,
     DataParallelTrainer,
     FailureConfig,
-    RunConfig,
     ScalingConfig,
     TrainingFailedError,
-    UserCallback,
 )
-
-
-class AllRanks(UserCallback):
-    def __init__(self):
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
+from tests.helpers import EveryRank
 
 
 class BackendContract:
@@ -56,10 +49,8 @@ class BackendContract:
 
     def test_framework_is_set_up_in_every_worker(self, backend_config, run_config):
         probe = type(self).probe
-        ranks = AllRanks()
-        config = RunConfig(
-            name="probe", storage_path=run_config.storage_path, verbose=0, callbacks=[ranks]
-        )
+        ranks = EveryRank()
+        config = dataclasses.replace(run_config, name="probe", callbacks=[ranks])
         self.trainer(backend_config, config, lambda: train.report({"probe": probe()})).fit()
         self.check_probe([m["probe"] for m in ranks.steps[0]], self.num_workers)
 
@@ -70,11 +61,10 @@ class BackendContract:
             train_epochs(config)
             train.report({"probe": probe()})
 
-        ranks = AllRanks()
-        config = RunConfig(
+        ranks = EveryRank()
+        config = dataclasses.replace(
+            run_config,
             name="restart",
-            storage_path=run_config.storage_path,
-            verbose=0,
             callbacks=[ranks],
             failure_config=FailureConfig(max_failures=1),
         )

@@ -6,6 +6,7 @@ A new executor subclasses WorkerGroupContract and overrides the ``scaling_config
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import runpy
@@ -22,12 +23,10 @@ from lockstep.train import (
     CheckpointConfig,
     DataParallelTrainer,
     FailureConfig,
-    RunConfig,
     ScalingConfig,
     TrainingFailedError,
-    UserCallback,
 )
-from tests.helpers import worker_processes
+from tests.helpers import EveryRank, worker_processes
 
 USER_SCRIPT = """\
 from lockstep import train
@@ -41,14 +40,6 @@ def train_func():
     train.report({"step": 0})
     helper(3)
 """
-
-
-class Recorder(UserCallback):
-    def __init__(self):
-        self.metrics: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.metrics.append(metrics)
 
 
 def on_disk(result):
@@ -92,7 +83,7 @@ class WorkerGroupContract:
         assert result.checkpoint is None and result.best_checkpoints == []
 
     def test_context_values(self, scaling_config, run_config, world_size):
-        recorder = Recorder()
+        recorder = EveryRank()
 
         def train_func():
             ctx = train.get_context()
@@ -108,11 +99,9 @@ class WorkerGroupContract:
                 }
             )
 
-        config = RunConfig(
-            name="ctx", storage_path=run_config.storage_path, verbose=0, callbacks=[recorder]
-        )
+        config = dataclasses.replace(run_config, name="ctx", callbacks=[recorder])
         self.fit(train_func, scaling_config, config, metadata={"owner": "me"})
-        (step,) = recorder.metrics
+        (step,) = recorder.steps
         assert [m["world_rank"] for m in step] == list(range(world_size))
         assert sorted(m["local_rank"] for m in step) == list(range(world_size))
         assert {m["world_size"] for m in step} == {world_size}
@@ -137,10 +126,9 @@ class WorkerGroupContract:
     # checkpoints
 
     def test_checkpoints_retained_on_disk(self, scaling_config, run_config):
-        config = RunConfig(
+        config = dataclasses.replace(
+            run_config,
             name="keep",
-            storage_path=run_config.storage_path,
-            verbose=0,
             checkpoint_config=CheckpointConfig(
                 num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="max"
             ),
@@ -212,7 +200,7 @@ class WorkerGroupContract:
 
     def test_resume_from_checkpoint_starts_a_new_run(self, scaling_config, run_config, tmp_path):
         first = self.fit(train_epochs, scaling_config, run_config, train_loop_config={"epochs": 2})
-        other = RunConfig(name="other", storage_path=run_config.storage_path, verbose=0)
+        other = dataclasses.replace(run_config, name="other")
         second = self.fit(
             train_epochs,
             scaling_config,
@@ -229,11 +217,8 @@ class WorkerGroupContract:
         self, scaling_config, run_config, world_size
     ):
         last = world_size - 1
-        config = RunConfig(
-            name="retry",
-            storage_path=run_config.storage_path,
-            verbose=0,
-            failure_config=FailureConfig(max_failures=1),
+        config = dataclasses.replace(
+            run_config, name="retry", failure_config=FailureConfig(max_failures=1)
         )
         result = self.fit(
             train_epochs,
@@ -274,11 +259,8 @@ class WorkerGroupContract:
         assert "<dynamic-code>" not in str(info.value)
 
     def test_report_misuse_is_not_retried(self, scaling_config, run_config):
-        config = RunConfig(
-            name="misuse",
-            storage_path=run_config.storage_path,
-            verbose=0,
-            failure_config=FailureConfig(max_failures=3),
+        config = dataclasses.replace(
+            run_config, name="misuse", failure_config=FailureConfig(max_failures=3)
         )
 
         def train_func():
@@ -289,10 +271,9 @@ class WorkerGroupContract:
         assert "after" not in str(info.value).splitlines()[0]  # no restart happened
 
     def test_score_attribute_missing_from_metrics(self, scaling_config, run_config):
-        config = RunConfig(
+        config = dataclasses.replace(
+            run_config,
             name="score",
-            storage_path=run_config.storage_path,
-            verbose=0,
             checkpoint_config=CheckpointConfig(checkpoint_score_attribute="acc"),
         )
         with pytest.raises(TrainingFailedError, match="'acc' is missing from the metrics"):
@@ -337,11 +318,8 @@ class ProcessDeathContract(WorkerGroupContract):
         ],
     )
     def test_retry_after_worker_death(self, scaling_config, run_config, fault):
-        config = RunConfig(
-            name="death",
-            storage_path=run_config.storage_path,
-            verbose=0,
-            failure_config=FailureConfig(max_failures=1),
+        config = dataclasses.replace(
+            run_config, name="death", failure_config=FailureConfig(max_failures=1)
         )
         result = self.fit(
             train_epochs, scaling_config, config, train_loop_config={"epochs": 3, "faults": [fault]}
@@ -498,11 +476,8 @@ class ProcessDeathContract(WorkerGroupContract):
                     os._exit(1)
             return start
 
-        config = RunConfig(
-            name="drain",
-            storage_path=run_config.storage_path,
-            verbose=0,
-            failure_config=FailureConfig(max_failures=1),
+        config = dataclasses.replace(
+            run_config, name="drain", failure_config=FailureConfig(max_failures=1)
         )
         result = self.fit(train_func, scaling_config, config)
         assert died.exists()

@@ -1,4 +1,4 @@
-"""Breast-cancer data for the GBDT tests, and a callback that sees every rank's metrics."""
+"""Breast-cancer data for the GBDT tests, and their trainers in the classic form."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pandas as pd
 from sklearn.datasets import load_breast_cancer
 
 import lockstep.data as ld
-from lockstep import train
+from lockstep.train import BatchPredictor, RunConfig, ScalingConfig
 
 NUM_TRAIN = 400
+TWO = ScalingConfig(num_workers=2)
 
 
 def breast_cancer() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -23,15 +24,40 @@ def datasets() -> dict[str, ld.Dataset]:
     return {"train": ld.from_pandas(train_frame), "valid": ld.from_pandas(valid_frame)}
 
 
+def run(tmp_path, name="run", **kwargs) -> RunConfig:
+    return RunConfig(name=name, storage_path=str(tmp_path / "runs"), verbose=0, **kwargs)
+
+
+def classic_trainer(trainer_cls, params, tmp_path, **kwargs):
+    """``trainer_cls`` in the classic form on 2 workers, on the breast-cancer datasets."""
+    defaults = {
+        "datasets": datasets(),
+        "label_column": "target",
+        "params": params,
+        "scaling_config": TWO,
+        "run_config": run(tmp_path),
+    }
+    return trainer_cls(**{**defaults, **kwargs})
+
+
+def fit_resumed(classic, tmp_path, first, num_boost_round, name):
+    """The result of ``classic`` resuming from ``first``'s checkpoint, as run ``name``."""
+    return classic(
+        tmp_path,
+        num_boost_round=num_boost_round,
+        resume_from_checkpoint=first.checkpoint,
+        run_config=run(tmp_path, name),
+    ).fit()
+
+
+def batch_predicted_accuracy(checkpoint, predictor_cls) -> float:
+    """The accuracy on the validation rows of BatchPredictor with ``predictor_cls``."""
+    _, valid_frame = breast_cancer()
+    predicted = BatchPredictor.from_checkpoint(checkpoint, predictor_cls).predict(
+        ld.from_pandas(valid_frame.drop(columns=["target"]))
+    )
+    return accuracy(predicted.to_pandas()["predictions"], valid_frame["target"])
+
+
 def accuracy(predictions: pd.Series, labels: pd.Series) -> float:
     return float(((predictions.to_numpy() > 0.5) == labels.to_numpy()).mean())
-
-
-class EveryRank(train.UserCallback):
-    """Keeps every report's metrics of every rank."""
-
-    def __init__(self) -> None:
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import tempfile
@@ -23,12 +25,9 @@ from lockstep.train import (
     TrainingFailedError,
     WorkerGroupError,
 )
+from tests.helpers import fit_on
 
-
-def fit(fn, run_config, num_workers=2, **kwargs):
-    return DataParallelTrainer(
-        fn, scaling_config=ScalingConfig(num_workers=num_workers), run_config=run_config, **kwargs
-    ).fit()
+fit = functools.partial(fit_on, DataParallelTrainer)
 
 
 def report_files(epoch, **kwargs):
@@ -59,11 +58,8 @@ def test_get_all_reported_checkpoints_lists_the_kept_ones_with_metrics(run_confi
             for c in train.get_all_reported_checkpoints()
         ]
 
-    config = RunConfig(
-        name="all",
-        storage_path=run_config.storage_path,
-        verbose=0,
-        checkpoint_config=CheckpointConfig(num_to_keep=2),
+    config = dataclasses.replace(
+        run_config, name="all", checkpoint_config=CheckpointConfig(num_to_keep=2)
     )
     result = fit(train_func, config)
     assert result.return_value == [
@@ -260,11 +256,8 @@ def test_restart_resumes_from_an_async_checkpoint(run_config):
                 os._exit(1)
         return start
 
-    config = RunConfig(
-        name="restart",
-        storage_path=run_config.storage_path,
-        verbose=0,
-        failure_config=FailureConfig(max_failures=1),
+    config = dataclasses.replace(
+        run_config, name="restart", failure_config=FailureConfig(max_failures=1)
     )
     result = fit(train_func, config, num_workers=1)
     assert result.return_value == 2

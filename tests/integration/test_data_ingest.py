@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -15,29 +17,16 @@ from lockstep.data.preprocessors import StandardScaler
 from lockstep.train import (
     DataConfig,
     DataParallelTrainer,
-    RunConfig,
     ScalingConfig,
     TrainingFailedError,
-    UserCallback,
 )
+from tests.helpers import EveryRank
 
 NUM_FILES, ROWS_PER_FILE = 4, 50
 
 
-class AllRanks(UserCallback):
-    """Keeps every rank's metrics of every step (the Result has rank 0's only)."""
-
-    def __init__(self):
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
-
-
 def run(train_func, run_config, callback, **kwargs):
-    config = RunConfig(
-        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[callback]
-    )
+    config = dataclasses.replace(run_config, callbacks=[callback])
     trainer = DataParallelTrainer(
         train_func, scaling_config=ScalingConfig(num_workers=2), run_config=config, **kwargs
     )
@@ -77,7 +66,7 @@ def test_each_worker_reads_only_its_own_files_and_every_epoch_again(parquet_dir,
             ids = [int(i) for b in shard.iter_torch_batches(batch_size=16) for i in b["id"]]
             train.report({"epoch": epoch, "ids": ids, "files": sorted(opened)})
 
-    callback = AllRanks()
+    callback = EveryRank()
     run(train_func, run_config, callback, datasets={"train": through_fsspec(parquet_dir)})
     assert len(callback.steps) == 2
     for step in callback.steps:
@@ -95,7 +84,7 @@ def test_datasets_left_out_of_the_split_go_whole_to_every_worker(parquet_dir, ru
         valid_rows = sum(len(b["id"]) for b in train.get_dataset_shard("valid").iter_batches())
         train.report({"train": train_rows, "valid": valid_rows})
 
-    callback = AllRanks()
+    callback = EveryRank()
     datasets = {"train": ld.read_parquet(str(parquet_dir)), "valid": ld.range(30)}
     run(
         train_func,
@@ -115,7 +104,7 @@ def test_an_unknown_dataset_name_lists_the_names_given(run_config):
         run(
             train_func,
             run_config,
-            AllRanks(),
+            EveryRank(),
             datasets={"train": ld.range(4), "valid": ld.range(4)},
         )
 
@@ -127,7 +116,7 @@ def test_a_fitted_preprocessor_is_applied_in_the_workers(parquet_dir, run_config
 
     ds = ld.read_parquet(str(parquet_dir))
     scaled = StandardScaler(["x"]).fit(ds).transform(ds)
-    callback = AllRanks()
+    callback = EveryRank()
     run(train_func, run_config, callback, datasets={"train": scaled})
     ranks = callback.steps[0]
     assert [r["count"] for r in ranks] == [100, 100]
@@ -152,7 +141,7 @@ def test_the_older_pipeline_api_in_workers(run_config):
 
     items = [{"x": i / 40, "y": 2 * i / 40} for i in range(40)]
     pipeline = ld.from_items(items).repeat().random_shuffle_each_window(seed=0)
-    callback = AllRanks()
+    callback = EveryRank()
     run(train_func, run_config, callback, datasets={"train": pipeline})
     orders = []
     for step in callback.steps:

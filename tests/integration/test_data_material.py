@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -10,22 +11,13 @@ from torch import nn
 import lockstep.data as ld
 from lockstep import train
 from lockstep.data.preprocessor import Preprocessor
-from lockstep.train import RunConfig, ScalingConfig
+from lockstep.train import ScalingConfig
 from lockstep.train.torch import TorchTrainer, prepare_model
-
-
-class EveryRank(train.UserCallback):
-    def __init__(self):
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
+from tests.helpers import EveryRank
 
 
 def quiet(run_config, callback):
-    return RunConfig(
-        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[callback]
-    )
+    return dataclasses.replace(run_config, callbacks=[callback])
 
 
 def convnet_loop(config):

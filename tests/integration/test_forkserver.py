@@ -10,14 +10,7 @@ import numpy as np
 from lockstep import train
 from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
-
-
-class EveryRank(train.UserCallback):
-    def __init__(self):
-        self.metrics = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.metrics.append(metrics)
+from tests.helpers import EveryRank
 
 
 def random_draws():
@@ -43,7 +36,7 @@ def test_every_worker_gets_its_own_random_state(tmp_path):
     ranks = EveryRank()
     fit(random_draws, tmp_path, callbacks=[ranks])
     fit(random_draws, tmp_path, callbacks=[ranks])
-    draws = [m[key] for step in ranks.metrics for m in step for key in ("random", "numpy")]
+    draws = [m[key] for step in ranks.steps for m in step for key in ("random", "numpy")]
     assert len(set(draws)) == len(draws) == 8
 
 

@@ -3,31 +3,33 @@ averaging, and what listens during a run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import horovod.torch as hvd
 import pytest
 import torch
 
 from lockstep import train
-from lockstep.train import RunConfig, ScalingConfig, UserCallback
+from lockstep.train import ScalingConfig
 from lockstep.train.horovod import HorovodConfig, HorovodTrainer
 from tests.contracts.backend import BackendContract
-from tests.helpers import listening_addresses
+from tests.helpers import EveryRank, listening_addresses
 
 
-class EveryRank(UserCallback):
+class EveryRankAndItsSockets(EveryRank):
+    """Also the addresses the workers listen on, at every report."""
+
     def __init__(self):
-        self.steps: list[list[dict]] = []
+        super().__init__()
         self.listening: set[str] = set()
 
     def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
+        super().after_report(run_context, metrics, checkpoint)
         self.listening |= listening_addresses()
 
 
 def fit(fn, run_config, callback, num_workers=2, **kwargs):
-    run = RunConfig(
-        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[callback]
-    )
+    run = dataclasses.replace(run_config, callbacks=[callback])
     return HorovodTrainer(
         fn, scaling_config=ScalingConfig(num_workers=num_workers), run_config=run, **kwargs
     ).fit()
@@ -49,7 +51,7 @@ class TestHorovodBackend(BackendContract):
 
 
 def test_workers_get_the_environment_horovodrun_gloo_sets(run_config):
-    ranks = EveryRank()
+    ranks = EveryRankAndItsSockets()
 
     def train_func():
         import os
@@ -74,7 +76,7 @@ def test_workers_get_the_environment_horovodrun_gloo_sets(run_config):
 def test_torch_gradients_are_averaged_and_parameters_match_after_a_step(run_config):
     """Each rank has its own batch; after one step both hold the same parameters, namely
     those of one SGD step on the mean of the two ranks' gradients."""
-    ranks = EveryRank()
+    ranks = EveryRankAndItsSockets()
 
     def batch(rank):
         generator = torch.Generator().manual_seed(10 + rank)
@@ -118,7 +120,7 @@ def test_torch_gradients_are_averaged_and_parameters_match_after_a_step(run_conf
 
 
 def test_during_fit_every_listening_socket_is_on_loopback(run_config):
-    ranks = EveryRank()
+    ranks = EveryRankAndItsSockets()
 
     def train_func():
         hvd.init()
@@ -141,7 +143,7 @@ def test_keras_weights_are_identical_on_both_ranks_after_fit(run_config):
     """The material's Horovod Keras script: Adam scaled by hvd.size(), DistributedOptimizer,
     compile with experimental_run_tf_function=False, BroadcastGlobalVariablesCallback(0),
     each rank on its own part of the data; both end with the same weights."""
-    ranks = EveryRank()
+    ranks = EveryRankAndItsSockets()
 
     def train_func():
         import horovod.tensorflow.keras as hvd

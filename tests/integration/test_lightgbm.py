@@ -10,41 +10,29 @@ import lightgbm
 import numpy as np
 import pytest
 
-import lockstep.data as ld
 from lockstep import train
 from lockstep.data.preprocessors import StandardScaler
 from lockstep.testing import fit_all_ranks
-from lockstep.train import BatchPredictor, CheckpointConfig, DataConfig, RunConfig, ScalingConfig
+from lockstep.train import CheckpointConfig, DataConfig
 from lockstep.train.lightgbm import (
     LightGBMPredictor,
     LightGBMTrainer,
     RayTrainReportCallback,
     get_network_params,
 )
-from tests.integration.gbdt_data import NUM_TRAIN, EveryRank, accuracy, breast_cancer, datasets
+from tests.helpers import EveryRank
+from tests.integration import gbdt_data as gbdt
 
 PARAMS = {"objective": "binary", "metric": ["binary_logloss", "binary_error"], "verbose": -1}
-TWO = ScalingConfig(num_workers=2)
-
-
-def run(tmp_path, name="run", **kwargs):
-    return RunConfig(name=name, storage_path=str(tmp_path / "runs"), verbose=0, **kwargs)
 
 
 def classic(tmp_path, **kwargs):
-    defaults = {
-        "datasets": datasets(),
-        "label_column": "target",
-        "params": PARAMS,
-        "scaling_config": TWO,
-        "run_config": run(tmp_path),
-    }
-    return LightGBMTrainer(**{**defaults, **kwargs})
+    return gbdt.classic_trainer(LightGBMTrainer, PARAMS, tmp_path, **kwargs)
 
 
 def test_breast_cancer_on_two_workers(tmp_path):
     ranks = EveryRank()
-    config = run(
+    config = gbdt.run(
         tmp_path, checkpoint_config=CheckpointConfig(checkpoint_frequency=4), callbacks=[ranks]
     )
     result = classic(tmp_path, num_boost_round=10, run_config=config).fit()
@@ -64,17 +52,13 @@ def test_breast_cancer_on_two_workers(tmp_path):
     booster = LightGBMTrainer.get_model(result.checkpoint)
     assert booster.current_iteration() == 10
 
-    _, valid_frame = breast_cancer()
-    predicted = BatchPredictor.from_checkpoint(result.checkpoint, LightGBMPredictor).predict(
-        ld.from_pandas(valid_frame.drop(columns=["target"]))
-    )
-    assert accuracy(predicted.to_pandas()["predictions"], valid_frame["target"]) > 0.9
+    assert gbdt.batch_predicted_accuracy(result.checkpoint, LightGBMPredictor) > 0.9
 
 
 def test_combined_metrics_are_those_of_all_the_rows(tmp_path):
     result = classic(tmp_path, num_boost_round=5).fit()
     booster = LightGBMTrainer.get_model(result.checkpoint)
-    train_frame, valid_frame = breast_cancer()
+    train_frame, valid_frame = gbdt.breast_cancer()
     for name, frame in (("train", train_frame), ("valid", valid_frame)):
         shards = frame.iloc[: 2 * (len(frame) // 2)]  # the rows the 2 equal shards hold
         predicted = booster.predict(shards.drop(columns=["target"]))
@@ -107,11 +91,11 @@ def test_the_function_form_trains_one_model_over_both_shards(tmp_path):
     ranks = EveryRank()
     result = LightGBMTrainer(
         train_func,
-        datasets={"train": datasets()["train"]},
-        scaling_config=TWO,
-        run_config=run(tmp_path, callbacks=[ranks]),
+        datasets={"train": gbdt.datasets()["train"]},
+        scaling_config=gbdt.TWO,
+        run_config=gbdt.run(tmp_path, callbacks=[ranks]),
     ).fit()
-    assert result.return_value == NUM_TRAIN // 2
+    assert result.return_value == gbdt.NUM_TRAIN // 2
     # one model, the same on both workers (each alone on its shard would differ)
     rank0, rank1 = ranks.steps[-1]
     assert rank0["model"] == rank1["model"]
@@ -123,8 +107,8 @@ def test_get_network_params_gives_every_worker_the_machine_list(tmp_path):
     ranks = EveryRank()
     LightGBMTrainer(
         lambda: train.report(get_network_params()),
-        scaling_config=TWO,
-        run_config=run(tmp_path, callbacks=[ranks]),
+        scaling_config=gbdt.TWO,
+        run_config=gbdt.run(tmp_path, callbacks=[ranks]),
     ).fit()
     ((rank0, rank1),) = ranks.steps
     assert rank0["machines"] == rank1["machines"]
@@ -140,25 +124,20 @@ def test_get_network_params_outside_a_worker_warns():
 
 
 def test_each_worker_builds_its_dataset_from_its_shard_only(tmp_path):
-    half_valid = (569 - NUM_TRAIN) // 2
+    half_valid = (569 - gbdt.NUM_TRAIN) // 2
     assert (
         fit_all_ranks(classic(tmp_path, num_boost_round=2))
-        == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+        == [{"train": gbdt.NUM_TRAIN // 2, "valid": half_valid}] * 2
     )
     whole_valid = classic(
         tmp_path, num_boost_round=2, dataset_config=DataConfig(datasets_to_split=["train"])
     ).fit()
-    assert whole_valid.return_value == {"train": NUM_TRAIN // 2, "valid": 569 - NUM_TRAIN}
+    assert whole_valid.return_value == {"train": gbdt.NUM_TRAIN // 2, "valid": 569 - gbdt.NUM_TRAIN}
 
 
 def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
-    first = classic(tmp_path, num_boost_round=3, run_config=run(tmp_path, "first")).fit()
-    resumed = classic(
-        tmp_path,
-        num_boost_round=5,
-        resume_from_checkpoint=first.checkpoint,
-        run_config=run(tmp_path, "second"),
-    ).fit()
+    first = classic(tmp_path, num_boost_round=3, run_config=gbdt.run(tmp_path, "first")).fit()
+    resumed = gbdt.fit_resumed(classic, tmp_path, first, 5, "second")
     assert len(resumed.metrics_dataframe) == 2
     booster = LightGBMTrainer.get_model(resumed.checkpoint)
     assert booster.current_iteration() == 5
@@ -167,7 +146,7 @@ def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
 
 
 def test_preprocessor_is_applied_at_training_and_at_prediction(tmp_path):
-    _, valid_frame = breast_cancer()
+    _, valid_frame = gbdt.breast_cancer()
     features = [c for c in valid_frame.columns if c != "target"]
     result = classic(tmp_path, num_boost_round=10, preprocessor=StandardScaler(features)).fit()
     predictor = LightGBMPredictor.from_checkpoint(result.checkpoint)
@@ -175,4 +154,4 @@ def test_preprocessor_is_applied_at_training_and_at_prediction(tmp_path):
     predicted = predictor.predict(raw)["predictions"].to_numpy()
     scaled = predictor.get_preprocessor().transform_batch(raw)
     np.testing.assert_allclose(predicted, predictor.model.predict(scaled))
-    assert accuracy(predictor.predict(raw)["predictions"], valid_frame["target"]) > 0.9
+    assert gbdt.accuracy(predictor.predict(raw)["predictions"], valid_frame["target"]) > 0.9

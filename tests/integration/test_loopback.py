@@ -10,6 +10,7 @@ exactly those sockets.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import lightgbm
@@ -21,8 +22,8 @@ from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from lockstep.train.lightgbm import LightGBMTrainer, get_network_params
 from lockstep.train.torch import TorchConfig, TorchTrainer
 from lockstep.train.xgboost import XGBoostConfig
-from tests.helpers import LOOPBACK, ListeningSockets, listening_now, not_on_loopback
-from tests.integration.gbdt_data import EveryRank, datasets
+from tests.helpers import LOOPBACK, EveryRank, ListeningSockets, listening_now, not_on_loopback
+from tests.integration.gbdt_data import datasets
 
 TWO = ScalingConfig(num_workers=2)
 
@@ -35,9 +36,7 @@ def listening_in_run(driver: int) -> list[list]:
 def fit(trainer_cls, fn, run_config, **kwargs):
     """Run ``fn`` on two workers; what listened beyond loopback, and every rank's reports."""
     ranks = EveryRank()
-    config = RunConfig(
-        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[ranks]
-    )
+    config = dataclasses.replace(run_config, callbacks=[ranks])
     with ListeningSockets() as sockets:
         trainer_cls(fn, scaling_config=TWO, run_config=config, **kwargs).fit()
     elsewhere = not_on_loopback(sockets.seen)

@@ -4,8 +4,6 @@ AIR framework checkpoints, and Checkpoint.load_model()."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -16,6 +14,7 @@ from lockstep import air, train
 from lockstep.air import session
 from lockstep.data.preprocessors import StandardScaler
 from lockstep.train import Checkpoint, DataParallelTrainer, Model, RunConfig, ScalingConfig, Trainer
+from tests.helpers import run_python
 
 
 def test_air_names_are_the_train_ones():
@@ -98,8 +97,7 @@ def test_train_torch_is_an_attribute_of_train_in_a_fresh_interpreter():
         "assert 'lockstep.train.torch' not in sys.modules\n"
         "print(train.torch.prepare_model.__name__)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "prepare_model"
+    assert run_python(code).strip() == "prepare_model"
 
 
 def test_train_torch_inside_a_ray1_worker(tmp_path):

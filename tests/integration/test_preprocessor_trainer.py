@@ -3,6 +3,7 @@ saved in every checkpoint, and re-applied exactly at serving time."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 
@@ -13,7 +14,7 @@ import pytest
 import lockstep.data as ld
 from lockstep import train
 from lockstep.data.preprocessors import MinMaxScaler, StandardScaler
-from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep.train import Checkpoint, DataParallelTrainer, ScalingConfig
 
 
 def frames():
@@ -45,9 +46,7 @@ class EveryRank(train.UserCallback):
 def test_fitted_on_train_applied_everywhere_and_saved_in_checkpoints(run_config):
     train_frame, valid_frame = frames()
     ranks = EveryRank()
-    config = RunConfig(
-        name="prep", storage_path=run_config.storage_path, verbose=0, callbacks=[ranks]
-    )
+    config = dataclasses.replace(run_config, name="prep", callbacks=[ranks])
     scaler = StandardScaler(columns=["x"])
     result = DataParallelTrainer(
         report_scaled_values,
@@ -165,12 +164,7 @@ def test_a_checkpoint_without_a_preprocessor(tmp_path):
 def test_context_outside_a_worker_has_no_datasets():
     from lockstep.train import TrainContext
 
-    context = TrainContext(
-        world_rank=0,
-        world_size=1,
-        local_rank=0,
-        local_world_size=1,
-        node_rank=0,
+    context = TrainContext.single_worker(
         experiment_name="x",
     )
     with pytest.raises(RuntimeError, match="inside the training function"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import threading
@@ -22,12 +23,9 @@ from lockstep.train import (
     SyncConfig,
     TrainingFailedError,
 )
+from tests.helpers import fit_on
 
-
-def fit(fn, run_config, num_workers=2, **kwargs):
-    return DataParallelTrainer(
-        fn, scaling_config=ScalingConfig(num_workers=num_workers), run_config=run_config, **kwargs
-    ).fit()
+fit = functools.partial(fit_on, DataParallelTrainer)
 
 
 def test_best_checkpoints_are_the_num_to_keep_best_only(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import threading
 import time
@@ -11,8 +11,9 @@ import pytest
 
 from lockstep import train
 from lockstep.testing import train_epochs
-from lockstep.train import FailureConfig, RunConfig, ScalingConfig, UserCallback
+from lockstep.train import FailureConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer, prepare_model
+from tests.helpers import EveryRank, latest_checkpoint
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
@@ -25,14 +26,6 @@ def second_node(ray_cluster):
     yield port
     ray_cluster.kill_node(port)
     ray_cluster.wait_for_nodes_dead(1)
-
-
-class EveryRank(UserCallback):
-    def __init__(self):
-        self.steps = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
 
 
 def where_am_i():
@@ -50,23 +43,24 @@ def where_am_i():
 
 
 def config_with(run_config, callback, **kwargs):
-    return RunConfig(
-        name=run_config.name,
-        storage_path=run_config.storage_path,
-        verbose=0,
-        callbacks=[callback],
-        **kwargs,
-    )
+    return dataclasses.replace(run_config, callbacks=[callback], **kwargs)
 
 
-def test_spread_puts_one_worker_on_each_node(second_node, run_config):
+def where_spread_workers_are(num_workers, run_config):
+    """Each rank's node and ranks, with ``num_workers`` workers spread over the nodes."""
     ranks = EveryRank()
     TorchTrainer(
         where_am_i,
-        scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD", executor="ray"),
+        scaling_config=ScalingConfig(
+            num_workers=num_workers, placement_strategy="SPREAD", executor="ray"
+        ),
         run_config=config_with(run_config, ranks),
     ).fit()
-    step = ranks.steps[0]
+    return ranks.steps[0]
+
+
+def test_spread_puts_one_worker_on_each_node(second_node, run_config):
+    step = where_spread_workers_are(2, run_config)
     assert len({m["node"] for m in step}) == 2
     assert [m["node_rank"] for m in step] == [0, 1]
     assert [m["local_rank"] for m in step] == [0, 0]
@@ -74,13 +68,7 @@ def test_spread_puts_one_worker_on_each_node(second_node, run_config):
 
 
 def test_ranks_on_a_node_are_contiguous(second_node, run_config):
-    ranks = EveryRank()
-    TorchTrainer(
-        where_am_i,
-        scaling_config=ScalingConfig(num_workers=4, placement_strategy="SPREAD", executor="ray"),
-        run_config=config_with(run_config, ranks),
-    ).fit()
-    step = ranks.steps[0]
+    step = where_spread_workers_are(4, run_config)
     nodes = [m["node"] for m in step]
     assert len(set(nodes)) == 2
     # one block of ranks per node, numbered in order, local ranks counting from 0
@@ -125,14 +113,6 @@ def test_ddp_trains_across_two_nodes(second_node, run_config):
     assert rank0["last"] < rank0["first"] / 4
 
 
-def latest(run_dir):
-    try:
-        with open(os.path.join(run_dir, "run_state.json")) as f:
-            return json.load(f)["latest"]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
 def test_a_node_dying_mid_run_is_survived_from_the_last_checkpoint(
     ray_cluster, second_node, run_config
 ):
@@ -141,7 +121,7 @@ def test_a_node_dying_mid_run_is_survived_from_the_last_checkpoint(
 
     def kill_when_checkpointed():
         deadline = time.monotonic() + 120
-        while latest(run_dir) != "checkpoint_000001" and time.monotonic() < deadline:
+        while latest_checkpoint(run_dir) != "checkpoint_000001" and time.monotonic() < deadline:
             time.sleep(0.05)
         ray_cluster.kill_node(second_node)
         killed.set()
@@ -156,11 +136,8 @@ def test_a_node_dying_mid_run_is_survived_from_the_last_checkpoint(
             scaling_config=ScalingConfig(
                 num_workers=2, placement_strategy="SPREAD", executor="ray"
             ),
-            run_config=RunConfig(
-                name=run_config.name,
-                storage_path=run_config.storage_path,
-                verbose=0,
-                failure_config=FailureConfig(max_failures=1),
+            run_config=dataclasses.replace(
+                run_config, failure_config=FailureConfig(max_failures=1)
             ),
         ).fit()
     finally:

@@ -1,6 +1,5 @@
 """Continue a run whose driver was killed: workers die with it, restore picks up the rest."""
 
-import json
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import time
 import psutil
 
 from lockstep.train import DataParallelTrainer, Result
+from tests.helpers import latest_checkpoint
 
 # No `if __name__ == "__main__"` guard, as in Ray Train scripts: workers never import __main__.
 SCRIPT = textwrap.dedent("""
@@ -47,14 +47,6 @@ def wait_for(predicate, timeout=30.0):
             return value
         time.sleep(0.05)
     raise AssertionError("timed out")
-
-
-def latest_checkpoint(run_dir):
-    try:
-        with open(os.path.join(run_dir, "run_state.json")) as f:
-            return json.load(f)["latest"]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 def start_driver(tmp_path):

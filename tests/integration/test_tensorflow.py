@@ -3,6 +3,8 @@ checkpoints, restarts, the older Trainer, and what listens during a run."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -20,7 +22,6 @@ from lockstep.train import (
     Checkpoint,
     FailureConfig,
     RunConfig,
-    ScalingConfig,
     Trainer,
     TrainingFailedError,
     UserCallback,
@@ -33,15 +34,7 @@ from lockstep.train.tensorflow import (
 )
 from lockstep.train.tensorflow.keras import ReportCheckpointCallback
 from tests.contracts.backend import BackendContract
-from tests.helpers import listening_addresses
-
-
-class EveryRank(UserCallback):
-    def __init__(self):
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
+from tests.helpers import EveryRank, fit_on, listening_addresses
 
 
 class Listening(UserCallback):
@@ -55,19 +48,10 @@ class Listening(UserCallback):
 
 
 def config_with(run_config, *callbacks, **kwargs):
-    return RunConfig(
-        name=run_config.name,
-        storage_path=run_config.storage_path,
-        verbose=0,
-        callbacks=list(callbacks),
-        **kwargs,
-    )
+    return dataclasses.replace(run_config, callbacks=list(callbacks), **kwargs)
 
 
-def fit(fn, run_config, num_workers=2, **kwargs):
-    return TensorflowTrainer(
-        fn, scaling_config=ScalingConfig(num_workers=num_workers), run_config=run_config, **kwargs
-    ).fit()
+fit = functools.partial(fit_on, TensorflowTrainer)
 
 
 def keras_model():
@@ -75,6 +59,12 @@ def keras_model():
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
     return model
+
+
+def mirrored_keras_model():
+    """keras_model(), its variables mirrored across the workers (MultiWorkerMirroredStrategy)."""
+    with tf.distribute.MultiWorkerMirroredStrategy().scope():
+        return keras_model()
 
 
 def rank_data(rank, n=32):
@@ -124,9 +114,7 @@ def test_two_workers_end_model_fit_with_identical_weights(run_config):
 
     def train_func():
         rank = train.get_context().get_world_rank()
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(rank)
         dataset = prepare_dataset_shard(tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
         model.fit(dataset, epochs=2, verbose=0)
@@ -183,9 +171,7 @@ def test_keras_callback_reports_every_epoch_and_its_checkpoint_predicts(run_conf
     ranks = EveryRank()
 
     def train_func():
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(train.get_context().get_world_rank())
         model.fit(
             x,
@@ -212,9 +198,7 @@ def test_keras_callback_checkpoints_only_where_asked(run_config):
     ranks = EveryRank()
 
     def train_func():
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(train.get_context().get_world_rank(), n=16)
         callback = ReportCheckpointCallback(
             checkpoint_on="train_end", report_metrics_on="epoch_end", metrics="loss"
@@ -293,9 +277,7 @@ def test_a_failed_worker_stops_the_other_at_once(run_config):
     as the cause, without waiting for TensorFlow to notice the missing heartbeats."""
 
     def train_func():
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(0, n=16)
         model.fit(x, y, batch_size=8, verbose=0)
         train.report({"epoch": 0})
@@ -312,9 +294,7 @@ def test_legacy_trainer_runs_tensorflow_and_returns_every_rank(tmp_path):
     def train_func_distributed():
         tf_config = json.loads(os.environ["TF_CONFIG"])
         num_workers = len(tf_config["cluster"]["worker"])
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(0, n=16)
         model.fit(x, y, batch_size=8, epochs=1, verbose=0)
         return [tf_config["task"]["index"], num_workers]
@@ -334,9 +314,7 @@ def test_during_fit_only_tensorflow_grpc_listens_beyond_loopback(run_config):
     ports = EveryRank()
 
     def train_func():
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras_model()
+        model = mirrored_keras_model()
         x, y = rank_data(0, n=16)
         model.fit(x, y, batch_size=8, verbose=0)
         port = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"][

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import runpy
 import subprocess
@@ -14,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lockstep import train
-from lockstep.train import RunConfig, ScalingConfig, Trainer, TrainingFailedError
+from lockstep.train import ScalingConfig, Trainer, TrainingFailedError
 from lockstep.train.torch import (
     TorchConfig,
     TorchTrainer,
@@ -27,26 +29,13 @@ from lockstep.train.torch import (
 )
 from tests.contracts.backend import BackendContract
 from tests.contracts.worker_group import USER_SCRIPT
+from tests.helpers import EveryRank, fit_on
 
-
-class EveryRank(train.UserCallback):
-    def __init__(self):
-        self.steps: list[list[dict]] = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
-
-
-def fit(fn, run_config, num_workers=2, **kwargs):
-    return TorchTrainer(
-        fn, scaling_config=ScalingConfig(num_workers=num_workers), run_config=run_config, **kwargs
-    ).fit()
+fit = functools.partial(fit_on, TorchTrainer)
 
 
 def with_callback(run_config, callback):
-    return RunConfig(
-        name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[callback]
-    )
+    return dataclasses.replace(run_config, callbacks=[callback])
 
 
 def linear_model():

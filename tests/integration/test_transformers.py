@@ -13,14 +13,13 @@ from lockstep.train.torch import TorchTrainer
 pytestmark = pytest.mark.slow
 
 
-def train_func(config):
+def tiny_bert():
+    """A one-layer BERT classifier over a vocabulary of 32, the same weights every time."""
     import torch
     import transformers
 
-    from lockstep.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
-
     torch.manual_seed(0)
-    model_config = transformers.BertConfig(
+    config = transformers.BertConfig(
         vocab_size=32,
         hidden_size=16,
         num_hidden_layers=1,
@@ -29,7 +28,16 @@ def train_func(config):
         max_position_embeddings=16,
         num_labels=2,
     )
-    model = transformers.BertForSequenceClassification(model_config)
+    return transformers.BertForSequenceClassification(config)
+
+
+def train_func(config):
+    import torch
+    import transformers
+
+    from lockstep.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
+
+    model = tiny_bert()
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 32, (64, 8), generator=generator)
     data = [{"input_ids": row, "labels": int(row[0] % 2)} for row in ids]
@@ -93,23 +101,11 @@ def test_transformers_trainer_reports_checkpoints_and_resumes(tmp_path):
 
 
 def shard_func(config):
-    import torch
     import transformers
 
     from lockstep.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
 
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(
-        transformers.BertConfig(
-            vocab_size=32,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=16,
-            num_labels=2,
-        )
-    )
+    model = tiny_bert()
     shard = train.get_dataset_shard("train")
     seen = []
 

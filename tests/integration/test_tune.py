@@ -16,8 +16,13 @@ import lockstep.data as ld
 from lockstep import train, tune
 from lockstep.data.preprocessors import MinMaxScaler, StandardScaler
 from lockstep.train import DataParallelTrainer, FailureConfig, ScalingConfig
-from lockstep.tune.schedulers import ASHAScheduler
-from tests.helpers import worker_processes
+from tests.helpers import (
+    MostTrialsAtOnce,
+    add_lr_to_a_score,
+    fit_acc_trials_one_at_a_time_under_asha,
+    pbt_every_two_iterations,
+    worker_processes,
+)
 
 
 def shard_stats(config):
@@ -81,17 +86,7 @@ def test_asha_stops_trainer_trials_and_every_worker_is_released(tmp_path):
     trainer = DataParallelTrainer(
         steps, train_loop_config={"acc": 0.0}, scaling_config=ScalingConfig(num_workers=2)
     )
-    results = tune.Tuner(
-        trainer,
-        param_space={"train_loop_config": {"acc": tune.grid_search([0.9, 0.1])}},
-        tune_config=tune.TuneConfig(
-            metric="acc",
-            mode="max",
-            max_concurrent_trials=1,
-            scheduler=ASHAScheduler(grace_period=1, reduction_factor=2, max_t=4),
-        ),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
-    ).fit()
+    results = fit_acc_trials_one_at_a_time_under_asha(trainer, [0.9, 0.1], 4, tmp_path)
     assert [r.metrics["training_iteration"] for r in results] == [4, 1]
     assert results.num_terminated == 2
     assert worker_processes() == []
@@ -112,15 +107,7 @@ def torch_step(config):
 def test_four_torch_trials_of_two_workers_share_two_cpus_none_starves(tmp_path):
     from lockstep.train.torch import TorchTrainer
 
-    running, most = set(), [0]
-
-    class Concurrency(tune.Callback):
-        def on_trial_start(self, iteration, trials, trial, **info):
-            running.add(trial.trial_id)
-            most[0] = max(most[0], len(running))
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            running.discard(trial.trial_id)
+    concurrency = MostTrialsAtOnce()
 
     trainer = TorchTrainer(
         torch_step,
@@ -131,10 +118,10 @@ def test_four_torch_trials_of_two_workers_share_two_cpus_none_starves(tmp_path):
         trainer,
         param_space={"train_loop_config": {"lr": tune.grid_search([0.1, 0.2, 0.3, 0.4])}},
         tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Concurrency()]),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[concurrency]),
     ).fit()
     assert results.num_terminated == 4 and results.num_errors == 0
-    assert most[0] == 2
+    assert concurrency.most == 2
     assert worker_processes() == []
 
 
@@ -195,35 +182,11 @@ def test_restore_after_killing_the_driver_finishes_only_the_unfinished_trials(tm
 
 
 def pbt_loop(config):
-    import tempfile
-
-    step, score = 0, 0.0
-    if checkpoint := train.get_checkpoint():
-        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
-            step, score = (float(v) for v in f.read().split())
-    while True:  # the Tuner's stop= ends it
-        step += 1
-        score += config["lr"]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "state"), "w") as f:
-                f.write(f"{int(step)} {score}")
-            train.report(
-                {"score": score, "lr": config["lr"], "step": step},
-                checkpoint=train.Checkpoint.from_directory(d),
-            )
+    add_lr_to_a_score(config, train.get_checkpoint, train.report)  # the Tuner's stop= ends it
 
 
 def test_pbt_exploits_a_trainer_trial_from_the_donors_checkpoint(tmp_path):
-    from lockstep.tune.schedulers import PopulationBasedTraining
-
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        resample_probability=0.0,
-        hyperparam_mutations={"train_loop_config": {"lr": [0.1, 1.0, 10.0]}},
-        seed=0,
-    )
+    pbt = pbt_every_two_iterations({"train_loop_config": {"lr": [0.1, 1.0, 10.0]}})
     trainer = DataParallelTrainer(
         pbt_loop, train_loop_config={"lr": 0.1}, scaling_config=ScalingConfig(num_workers=1)
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lockstep import train, tune
+from lockstep import train
 from lockstep.train import DataParallelTrainer, ScalingConfig
-from lockstep.tune.schedulers import ASHAScheduler
+from tests.helpers import fit_acc_trials_one_at_a_time_under_asha
 from tests.integration.test_ray import live_placement_groups
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
@@ -29,17 +29,7 @@ def test_trainer_trials_on_ray_release_their_placement_groups(tmp_path):
         train_loop_config={"acc": 0.0},
         scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
     )
-    results = tune.Tuner(
-        trainer,
-        param_space={"train_loop_config": {"acc": tune.grid_search([0.9, 0.1, 0.8])}},
-        tune_config=tune.TuneConfig(
-            metric="acc",
-            mode="max",
-            max_concurrent_trials=1,
-            scheduler=ASHAScheduler(grace_period=1, reduction_factor=2, max_t=3),
-        ),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
-    ).fit()
+    results = fit_acc_trials_one_at_a_time_under_asha(trainer, [0.9, 0.1, 0.8], 3, tmp_path)
     # rungs at 1 and 2: 0.1 falls below 0.9 at the first, 0.8 below 0.9 at the second
     assert [r.metrics["training_iteration"] for r in results] == [3, 1, 2]
     assert results.num_errors == 0

@@ -20,35 +20,23 @@ from lockstep.train import (
     CheckpointConfig,
     DataConfig,
     FailureConfig,
-    RunConfig,
     ScalingConfig,
 )
 from lockstep.train.xgboost import RayTrainReportCallback, XGBoostPredictor, XGBoostTrainer
-from tests.integration.gbdt_data import NUM_TRAIN, EveryRank, accuracy, breast_cancer, datasets
+from tests.helpers import EveryRank
+from tests.integration import gbdt_data as gbdt
 
 PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "max_depth": 3}
-TWO = ScalingConfig(num_workers=2)
-
-
-def run(tmp_path, name="run", **kwargs):
-    return RunConfig(name=name, storage_path=str(tmp_path / "runs"), verbose=0, **kwargs)
 
 
 def classic(tmp_path, **kwargs):
-    defaults = {
-        "datasets": datasets(),
-        "label_column": "target",
-        "params": PARAMS,
-        "scaling_config": TWO,
-        "run_config": run(tmp_path),
-    }
-    return XGBoostTrainer(**{**defaults, **kwargs})
+    return gbdt.classic_trainer(XGBoostTrainer, PARAMS, tmp_path, **kwargs)
 
 
 def test_breast_cancer_on_two_workers(tmp_path):
     checkpoints = CheckpointConfig(checkpoint_frequency=5)
     result = classic(
-        tmp_path, num_boost_round=12, run_config=run(tmp_path, checkpoint_config=checkpoints)
+        tmp_path, num_boost_round=12, run_config=gbdt.run(tmp_path, checkpoint_config=checkpoints)
     ).fit()
 
     assert result.metrics["valid-error"] < 0.1
@@ -61,40 +49,31 @@ def test_breast_cancer_on_two_workers(tmp_path):
     booster = XGBoostTrainer.get_model(result.checkpoint)
     assert booster.num_boosted_rounds() == 12
 
-    _, valid_frame = breast_cancer()
-    predicted = BatchPredictor.from_checkpoint(result.checkpoint, XGBoostPredictor).predict(
-        ld.from_pandas(valid_frame.drop(columns=["target"]))
-    )
-    assert accuracy(predicted.to_pandas()["predictions"], valid_frame["target"]) > 0.9
+    assert gbdt.batch_predicted_accuracy(result.checkpoint, XGBoostPredictor) > 0.9
 
 
 def test_each_worker_builds_its_dmatrix_from_its_shard_only(tmp_path):
     trainer = classic(tmp_path, num_boost_round=2)
-    half_valid = (569 - NUM_TRAIN) // 2
-    assert fit_all_ranks(trainer) == [{"train": NUM_TRAIN // 2, "valid": half_valid}] * 2
+    half_valid = (569 - gbdt.NUM_TRAIN) // 2
+    assert fit_all_ranks(trainer) == [{"train": gbdt.NUM_TRAIN // 2, "valid": half_valid}] * 2
 
     whole_valid = classic(
         tmp_path, num_boost_round=2, dataset_config=DataConfig(datasets_to_split=["train"])
     ).fit()
-    assert whole_valid.return_value == {"train": NUM_TRAIN // 2, "valid": 569 - NUM_TRAIN}
+    assert whole_valid.return_value == {"train": gbdt.NUM_TRAIN // 2, "valid": 569 - gbdt.NUM_TRAIN}
 
 
 def test_every_rank_reports_the_same_metrics_over_all_shards(tmp_path):
     ranks = EveryRank()
-    classic(tmp_path, num_boost_round=3, run_config=run(tmp_path, callbacks=[ranks])).fit()
+    classic(tmp_path, num_boost_round=3, run_config=gbdt.run(tmp_path, callbacks=[ranks])).fit()
     assert len(ranks.steps) == 3
     for rank0, rank1 in ranks.steps:
         assert rank0 == rank1
 
 
 def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
-    first = classic(tmp_path, num_boost_round=4, run_config=run(tmp_path, "first")).fit()
-    resumed = classic(
-        tmp_path,
-        num_boost_round=7,
-        resume_from_checkpoint=first.checkpoint,
-        run_config=run(tmp_path, "second"),
-    ).fit()
+    first = classic(tmp_path, num_boost_round=4, run_config=gbdt.run(tmp_path, "first")).fit()
+    resumed = gbdt.fit_resumed(classic, tmp_path, first, 7, "second")
     assert len(resumed.metrics_dataframe) == 3
     booster = XGBoostTrainer.get_model(resumed.checkpoint)
     assert booster.num_boosted_rounds() == 7
@@ -102,12 +81,7 @@ def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
     before = XGBoostTrainer.get_model(first.checkpoint)
     assert booster[:4].get_dump() == before.get_dump()
 
-    done = classic(
-        tmp_path,
-        num_boost_round=4,
-        resume_from_checkpoint=first.checkpoint,
-        run_config=run(tmp_path, "third"),
-    ).fit()
+    done = gbdt.fit_resumed(classic, tmp_path, first, 4, "third")
     assert len(done.metrics_dataframe) == 1  # nothing to train: the booster is reported
     assert done.metrics == first.metrics
     assert XGBoostTrainer.get_model(done.checkpoint).num_boosted_rounds() == 4
@@ -133,7 +107,7 @@ def test_a_restart_continues_from_the_latest_checkpoint(tmp_path):
         tmp_path,
         num_boost_round=8,
         callbacks=[FailOnce(tmp_path / "failed", at=6)],
-        run_config=run(
+        run_config=gbdt.run(
             tmp_path,
             checkpoint_config=CheckpointConfig(checkpoint_frequency=4),
             failure_config=FailureConfig(max_failures=1),
@@ -146,7 +120,7 @@ def test_a_restart_continues_from_the_latest_checkpoint(tmp_path):
     assert len(rounds) == 6 + 4
 
 
-FEATURES = [c for c in breast_cancer()[0].columns if c != "target"]
+FEATURES = [c for c in gbdt.breast_cancer()[0].columns if c != "target"]
 
 
 def far_from_raw(frame):
@@ -156,7 +130,7 @@ def far_from_raw(frame):
 
 
 def test_preprocessor_is_applied_at_training_and_at_prediction(tmp_path):
-    _, valid_frame = breast_cancer()
+    _, valid_frame = gbdt.breast_cancer()
     preprocessor = Chain(StandardScaler(FEATURES), BatchMapper(far_from_raw))
     result = classic(tmp_path, num_boost_round=10, preprocessor=preprocessor).fit()
     booster = XGBoostTrainer.get_model(result.checkpoint)
@@ -165,23 +139,23 @@ def test_preprocessor_is_applied_at_training_and_at_prediction(tmp_path):
     assert predictor.get_preprocessor() is not None
     raw = valid_frame.drop(columns=["target"])
     predicted = predictor.predict(raw)["predictions"]
-    assert accuracy(predicted, valid_frame["target"]) > 0.9
+    assert gbdt.accuracy(predicted, valid_frame["target"]) > 0.9
     expected = booster.predict(xgboost.DMatrix(preprocessor.transform_batch(raw)))
     np.testing.assert_allclose(predicted.to_numpy(), expected)
     # the booster's thresholds are in the preprocessed space: raw data is predicted badly
     unprocessed = pd.Series(booster.predict(xgboost.DMatrix(raw)))
-    assert accuracy(unprocessed, valid_frame["target"]) < 0.8
+    assert gbdt.accuracy(unprocessed, valid_frame["target"]) < 0.8
 
 
 def test_the_materials_form_dict_scaling_label_and_fit_arguments(tmp_path):
-    frame = breast_cancer()[0]
+    frame = gbdt.breast_cancer()[0]
     dataset = ld.from_pandas(frame)
     predict_ds = ld.from_pandas(frame.drop(columns=["target"]))
     trainer = XGBoostTrainer(
         scaling_config={"num_actors": 2, "gpus_per_actor": 0, "cpus_per_actor": 1},
         label="target",
         params={"tree_method": "approx", "objective": "binary:logistic"},
-        run_config=run(tmp_path),
+        run_config=gbdt.run(tmp_path),
     )
     result = trainer.fit(
         dataset=dataset,
@@ -192,7 +166,7 @@ def test_the_materials_form_dict_scaling_label_and_fit_arguments(tmp_path):
         predict_ds
     )
     assert predicted.count() == len(frame)
-    assert accuracy(predicted.to_pandas()["predictions"], frame["target"]) > 0.9
+    assert gbdt.accuracy(predicted.to_pandas()["predictions"], frame["target"]) > 0.9
 
 
 def test_the_function_form_with_the_report_callback(tmp_path):
@@ -215,11 +189,11 @@ def test_the_function_form_with_the_report_callback(tmp_path):
     result = XGBoostTrainer(
         train_func,
         train_loop_config={"params": PARAMS},
-        datasets={"train": datasets()["train"]},
-        scaling_config=TWO,
-        run_config=run(tmp_path, callbacks=[ranks]),
+        datasets={"train": gbdt.datasets()["train"]},
+        scaling_config=gbdt.TWO,
+        run_config=gbdt.run(tmp_path, callbacks=[ranks]),
     ).fit()
-    assert result.return_value == NUM_TRAIN // 2
+    assert result.return_value == gbdt.NUM_TRAIN // 2
     # 6 rounds, then the final checkpoint after training (round 6 was not one of every 4)
     assert len(ranks.steps) == 7
     assert all(set(m) == {"loss"} and step[0] == step[1] for step in ranks.steps for m in step)
@@ -230,7 +204,7 @@ def test_the_function_form_with_the_report_callback(tmp_path):
 
 def test_num_workers_zero_trains_in_this_process(tmp_path):
     result = classic(tmp_path, num_boost_round=3, scaling_config=ScalingConfig(num_workers=0)).fit()
-    assert result.return_value == {"train": NUM_TRAIN, "valid": 569 - NUM_TRAIN}
+    assert result.return_value == {"train": gbdt.NUM_TRAIN, "valid": 569 - gbdt.NUM_TRAIN}
     assert XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds() == 3
 
 
@@ -238,7 +212,7 @@ def test_restore_recreates_the_classic_trainer(tmp_path):
     classic(tmp_path, num_boost_round=3).fit()
     path = tmp_path / "runs" / "run"
     assert XGBoostTrainer.can_restore(path)
-    restored = XGBoostTrainer.restore(path, num_boost_round=5, datasets=datasets())
+    restored = XGBoostTrainer.restore(path, num_boost_round=5, datasets=gbdt.datasets())
     result = restored.fit()
     assert len(result.metrics_dataframe) == 5  # 3 rounds, then 2 more from the checkpoint
     assert XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds() == 5

@@ -1,19 +1,12 @@
 """import lockstep, lockstep.train (and lockstep.data) import no heavy framework."""
 
-import subprocess
-import sys
-
 import pytest
+
+from tests.helpers import imported_after
 
 pytestmark = pytest.mark.processes  # each test imports in a fresh interpreter
 
 HEAVY = ["torch", "tensorflow", "xgboost", "lightgbm", "ray", "optuna"]
-
-
-def imported_after(statement: str) -> list[str]:
-    code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return out.stdout.split()
 
 
 def test_public_packages_import_no_heavy_framework():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,18 +41,16 @@ class UserCallback:
         """Called after the workers failed, before a restart or before the run raises."""
 
 
+@dataclass(eq=False, kw_only=True)
 class RunContext:
     """What a callback can know about the run."""
 
-    def __init__(self, *, name: str, path: str, attempt: int) -> None:
-        self.name = name
-        self.path = path
-        self.attempt = attempt
-
-    def __repr__(self) -> str:
-        return f"RunContext(name={self.name!r}, path={self.path!r}, attempt={self.attempt})"
+    name: str
+    path: str
+    attempt: int
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class Trial:
     """One run as a callback sees it: a Tune trial, or a Train run as its only trial.
 
@@ -68,23 +67,14 @@ class Trial:
             to it.
     """
 
-    def __init__(
-        self,
-        *,
-        trial_id: str,
-        config: dict[str, Any],
-        path: str,
-        experiment_tag: str = "",
-        results_logged: bool = False,
-    ) -> None:
-        self.trial_id = trial_id
-        self.config = config
-        self.path = path
-        self.experiment_tag = experiment_tag
-        self.results_logged = results_logged
-        self.status = "PENDING"
-        self.last_result: dict[str, Any] = {}
-        self.error: BaseException | None = None
+    trial_id: str
+    config: dict[str, Any]
+    path: str
+    experiment_tag: str = ""
+    results_logged: bool = False
+    status: str = field(default="PENDING", init=False)
+    last_result: dict[str, Any] = field(default_factory=dict, init=False)
+    error: BaseException | None = field(default=None, init=False)
 
     @property
     def local_path(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 
 class Collective(Protocol):
@@ -18,6 +18,9 @@ class Collective(Protocol):
     def broadcast_from_rank_zero(self, data: Any) -> Any: ...
 
     def all_gather(self, data: Any) -> list[Any]: ...
+
+
+_C = TypeVar("_C", bound="TrainContext")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +47,19 @@ class TrainContext:
     dataset_shards: Callable[[str | None], Any] | None = field(
         default=None, repr=False, compare=False
     )
+
+    @classmethod
+    def single_worker(cls: type[_C], **fields: Any) -> _C:
+        """The context of a run's only worker (rank 0 of 1, on node 0), with ``fields``.
+
+        Example:
+            >>> ctx = TrainContext.single_worker(experiment_name="exp")
+            >>> ctx.get_world_rank(), ctx.get_world_size(), ctx.get_local_world_size()
+            (0, 1, 1)
+        """
+        return cls(
+            world_rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, **fields
+        )
 
     def get_world_rank(self) -> int:
         """This worker's rank among all workers, 0 to world size - 1."""

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from lockstep.data._batching import rebatch
+from lockstep.data._columns import put_column, require_columns
 from lockstep.data._convert import (
     column_from_values,
     from_batch,
@@ -202,7 +203,7 @@ class AddColumn(Op):
             if not block.num_rows:
                 # the function is not run on no rows; the column still appears, untyped
                 if block.num_columns:
-                    yield _put(block, self.name, pa.nulls(0))
+                    yield put_column(block, self.name, pa.nulls(0))
                 continue
             values = self.udf(to_format(block, self.batch_format, writable=True))
             column = column_from_values(values, f"add_column({self.name!r})", self.name)
@@ -211,26 +212,10 @@ class AddColumn(Op):
                     f"add_column({self.name!r}): the function gave {len(column)} values for "
                     f"a batch of {block.num_rows} rows. HINT: return one value per row"
                 )
-            yield _put(block, self.name, column)
+            yield put_column(block, self.name, column)
 
     def describe(self) -> str:
         return f"add_column({self.name!r})"
-
-
-def _put(block: Any, name: str, column: Any) -> Any:
-    names = block.column_names
-    if name in names:
-        return block.set_column(names.index(name), name, column)
-    return block.append_column(name, column)
-
-
-def _require_columns(block: Any, columns: Sequence[str], where: str) -> None:
-    missing = [c for c in columns if c not in block.column_names]
-    if missing:
-        raise ValueError(
-            f"{where}: columns {missing} do not exist; the columns are {block.column_names}. "
-            "HINT: check the names with ds.columns()"
-        )
 
 
 @dataclass(frozen=True)
@@ -243,7 +228,7 @@ class SelectColumns(Op):
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             if block.num_columns or block.num_rows:
-                _require_columns(block, self.columns, "select_columns")
+                require_columns(block.column_names, self.columns, "select_columns")
                 yield block.select(list(self.columns))
 
     def describe(self) -> str:
@@ -260,7 +245,7 @@ class DropColumns(Op):
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             if block.num_columns or block.num_rows:
-                _require_columns(block, self.columns, "drop_columns")
+                require_columns(block.column_names, self.columns, "drop_columns")
                 yield block.drop_columns(list(self.columns))
 
     def describe(self) -> str:
@@ -278,7 +263,7 @@ class RenameColumns(Op):
         names = dict(self.mapping)
         for block in blocks:
             if block.num_columns or block.num_rows:
-                _require_columns(block, list(names), "rename_columns")
+                require_columns(block.column_names, list(names), "rename_columns")
                 yield block.rename_columns([names.get(n, n) for n in block.column_names])
 
     def describe(self) -> str:

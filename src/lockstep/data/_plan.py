@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lockstep.data import _split
+from lockstep.data._columns import require_columns
 from lockstep.data._context import adopt, current_snapshot, within_block_size
 from lockstep.data._convert import EMPTY, concat
 from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
@@ -133,7 +134,7 @@ class Plan:
         """Raise now, when the schema is known without reading, for a column that is absent."""
         schema = self.metadata_schema()
         if schema is not None:
-            require(schema.names, names, where)
+            require_columns(schema.names, names, where)
 
     def select_columns(self, names: Sequence[str], where: str = "select_columns") -> Plan:
         """Only ``names``, in this order: read by the sources alone when they can."""
@@ -173,7 +174,7 @@ class Plan:
         table = self.table()
         if not table.num_rows:
             return in_memory(table, 1)
-        require(table.column_names, [k for k, _ in order], "sort")
+        require_columns(table.column_names, [k for k, _ in order], "sort")
         return in_memory(table.sort_by(list(order)), len(self.sources))
 
     def describe(self) -> str:
@@ -194,16 +195,6 @@ def in_memory(table: Any, num_blocks: int) -> Plan:
     parts = _split.split_ranges(table.num_rows, max(1, min(num_blocks, table.num_rows)), False)
     sources = [TableSource(table.slice(a, b - a)) for a, b in parts]
     return Plan(sources, counts=[b - a for a, b in parts])
-
-
-def require(available: Sequence[str], names: Sequence[str], where: str) -> None:
-    """Raise a ValueError naming the columns of ``names`` that are not ``available``."""
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ValueError(
-            f"{where}: columns {missing} do not exist; the columns are {list(available)}. "
-            "HINT: check the names with ds.columns()"
-        )
 
 
 def _first_schema(blocks: Iterator[Any]) -> Any:

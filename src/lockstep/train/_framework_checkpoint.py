@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from lockstep._core.checkpoint import Checkpoint
 
 C = TypeVar("C", bound=Checkpoint)
+B = TypeVar("B", bound="BoosterCheckpoint")
 
 
 def save_model(
@@ -29,3 +30,27 @@ def save_model(
     if preprocessor is not None:
         checkpoint.set_preprocessor(preprocessor)
     return checkpoint
+
+
+class BoosterCheckpoint(Checkpoint):
+    """What the XGBoost and LightGBM checkpoints share: a booster saved as the report
+    callback saves it, so either reads the other's checkpoints.
+
+    A subclass names its report callback class (``_report_callback``) and the booster's file
+    name (``MODEL_FILENAME``, the callback's ``CHECKPOINT_NAME``).
+    """
+
+    MODEL_FILENAME: ClassVar[str]
+    _report_callback: ClassVar[Any]
+
+    @classmethod
+    def from_model(
+        cls: type[B], booster: Any, *, preprocessor: Any = None, path: str | None = None
+    ) -> B:
+        """A checkpoint of ``booster`` in ``path`` (by default a new temporary directory,
+        which the caller owns)."""
+        return save_model(cls, booster.save_model, cls.MODEL_FILENAME, preprocessor, path)
+
+    def get_model(self) -> Any:
+        """The booster saved in this checkpoint."""
+        return self._report_callback.get_model(self, self.MODEL_FILENAME)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep._core.errors import UsageError
 from lockstep.train._session import get_context, get_dataset_shard, report
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec, WorkerSetup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,7 +211,7 @@ def worker_threads(scaling: ScalingConfig) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GBDTTrainerSpec(TrainerSpec):
+class GBDTTrainerSpec(FrameworkTrainerSpec):
     """The XGBoost and LightGBM trainers' arguments: DataParallelTrainer's (the function
     is optional), the classic form's, and the framework's config (in the subclass)."""
 
@@ -222,7 +222,6 @@ class GBDTTrainerSpec(TrainerSpec):
     label: str | None = None
     train_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
-    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
     extra: ClassVar[str | None] = "train_kwargs"
     function_required: ClassVar[bool] = False
     trainer: ClassVar[str] = "GBDTTrainer"
@@ -250,20 +249,37 @@ class GBDTTrainerSpec(TrainerSpec):
             datasets=self.datasets,
         )
 
-    def framework_config(self) -> Any:
-        """The framework's backend config, as given or its default."""
-        raise NotImplementedError
+    def backend(self, scaling: ScalingConfig) -> Any:
+        # the framework's threads in each worker: its CPUs, unless set
+        return super().backend(scaling).with_default_threads(scaling.num_cpus_per_worker)
 
 
 class GBDTTrainer(DataParallelTrainer):
     """The XGBoost and LightGBM trainers' shared part: the classic form's own loop.
 
     A subclass gives :meth:`_classic_loop` (the training loop that the classic form runs in
-    every worker, a module-level function) and :meth:`_classic_params` (the framework's
-    defaults).
+    every worker, a module-level function), :meth:`_classic_params` (the framework's
+    defaults) and ``_report_callback`` (its report callback class, which reads boosters).
     """
 
     _honours_checkpoint_frequency = True  # its own boosting loop checkpoints every n rounds
+    _report_callback: ClassVar[type[GBDTReportCallback]]
+
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint) -> Any:
+        """The booster saved in ``checkpoint`` (by either form's report callback).
+
+        Example:
+            >>> import shutil, numpy as np, lightgbm
+            >>> from lockstep.train.lightgbm import LightGBMCheckpoint, LightGBMTrainer
+            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
+            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 3)
+            >>> checkpoint = LightGBMCheckpoint.from_model(booster)  # a new directory
+            >>> LightGBMTrainer.get_model(checkpoint).current_iteration()
+            3
+            >>> shutil.rmtree(checkpoint.path)
+        """
+        return cls._report_callback.get_model(checkpoint)
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         raise NotImplementedError
@@ -274,9 +290,7 @@ class GBDTTrainer(DataParallelTrainer):
     def _worker_setup(self) -> WorkerSetup:
         spec = self._spec
         assert isinstance(spec, GBDTTrainerSpec)
-        backend = spec.framework_config()
-        if backend.num_threads is None:
-            backend = replace(backend, num_threads=worker_threads(self.scaling_config))
+        backend = spec.backend(self.scaling_config)
         classic = spec.classic()
         if classic is None:
             assert spec.train_loop_per_worker is not None
@@ -332,21 +346,27 @@ def parse_eval(text: str) -> dict[str, float]:
     return metrics
 
 
-class ReportPolicy:
-    """What the report callbacks share: which metrics, when to checkpoint, how to report.
+class GBDTReportCallback:
+    """The XGBoost and LightGBM report callbacks' shared part: their arguments, which metrics
+    to report, when to checkpoint, how to report, and :meth:`get_model`.
 
-    Every rank reports every round (the same metrics); only rank 0 attaches the model.
+    Every rank reports every round (the same metrics); only rank 0 attaches the model. A
+    subclass names its booster file (``CHECKPOINT_NAME``) and reads one
+    (:meth:`_load_booster`).
     """
+
+    CHECKPOINT_NAME: ClassVar[str]
 
     def __init__(
         self,
-        *,
-        metrics: str | list[str] | dict[str, str] | None,
-        filename: str,
-        frequency: int,
-        checkpoint_at_end: bool,
-        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None,
+        metrics: str | list[str] | dict[str, str] | None = None,
+        filename: str | None = None,
+        frequency: int = 0,
+        checkpoint_at_end: bool = True,
+        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
+        super().__init__()
+        filename = self.CHECKPOINT_NAME if filename is None else filename
         if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
             raise ValueError(
                 f"frequency must be a number of rounds >= 0, got {frequency!r}. "
@@ -356,30 +376,50 @@ class ReportPolicy:
             raise ValueError(f"filename must be a file name, got {filename!r}")
         if results_postprocessing_fn is not None and not callable(results_postprocessing_fn):
             raise ValueError("results_postprocessing_fn must be a function of the metrics dict")
-        self.metrics = _metric_names(metrics)
-        self.filename = filename
-        self.frequency = frequency
-        self.checkpoint_at_end = bool(checkpoint_at_end)
-        self.postprocess = results_postprocessing_fn
-        self.last_metrics: dict[str, Any] = {}
-        self.checkpointed_rounds = -1
+        self._metrics = _metric_names(metrics)
+        self._filename = filename
+        self._frequency = frequency
+        self._checkpoint_at_end = bool(checkpoint_at_end)
+        self._postprocess = results_postprocessing_fn
+        self._last_metrics: dict[str, Any] = {}
+        self._checkpointed_rounds = -1
 
-    def select(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+    @classmethod
+    def get_model(cls, checkpoint: Checkpoint, filename: str | None = None) -> Any:
+        """The booster saved in ``checkpoint`` as ``filename`` (default ``CHECKPOINT_NAME``).
+
+        Example:
+            >>> import tempfile, numpy as np, xgboost
+            >>> from lockstep.train.xgboost import RayTrainReportCallback, XGBoostCheckpoint
+            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 2)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     checkpoint = XGBoostCheckpoint.from_model(booster, path=d)
+            ...     RayTrainReportCallback.get_model(checkpoint).num_boosted_rounds()
+            2
+        """
+        name = cls.CHECKPOINT_NAME if filename is None else filename
+        return load_model_file(checkpoint, name, cls._load_booster, "booster")
+
+    @classmethod
+    def _load_booster(cls, path: str) -> Any:
+        raise NotImplementedError
+
+    def _select(self, flat: Mapping[str, Any]) -> dict[str, Any]:
         """The metrics to report from the flattened evaluation results."""
-        if self.metrics is None:
+        if self._metrics is None:
             chosen = dict(flat)
         else:
-            chosen = {out: flat[key] for out, key in self.metrics.items() if key in flat}
-        if self.postprocess is not None:
-            chosen = dict(self.postprocess(chosen))
-        self.last_metrics = chosen
+            chosen = {out: flat[key] for out, key in self._metrics.items() if key in flat}
+        if self._postprocess is not None:
+            chosen = dict(self._postprocess(chosen))
+        self._last_metrics = chosen
         return chosen
 
-    def due(self, rounds: int) -> bool:
+    def _due(self, rounds: int) -> bool:
         """Whether the model after ``rounds`` rounds is checkpointed by frequency."""
-        return self.frequency > 0 and rounds % self.frequency == 0
+        return self._frequency > 0 and rounds % self._frequency == 0
 
-    def report(
+    def _report(
         self, metrics: dict[str, Any], rounds: int, save: Callable[[str], None] | None
     ) -> None:
         """Report ``metrics``; with ``save``, rank 0 also attaches the model it writes."""
@@ -387,10 +427,10 @@ class ReportPolicy:
             report(metrics)
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                save(os.path.join(tmp, self.filename))
+                save(os.path.join(tmp, self._filename))
                 report(metrics, checkpoint=Checkpoint.from_directory(tmp))
         if save is not None:
-            self.checkpointed_rounds = rounds
+            self._checkpointed_rounds = rounds
 
 
 def _metric_names(metrics: str | list[str] | dict[str, str] | None) -> dict[str, str] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from lockstep._core.checkpoint import Checkpoint
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PREDICTIONS = "predictions"
+P = TypeVar("P", bound="BoosterPredictor")
 
 
 class Predictor(abc.ABC):
@@ -104,6 +105,38 @@ class Predictor(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(preprocessor={self._preprocessor!r})"
+
+
+class BoosterPredictor(Predictor):
+    """What the XGBoost and LightGBM predictors share: a booster read from a checkpoint by
+    the framework's report callback (the subclass's ``_report_callback``).
+
+    Args:
+        model: The booster.
+        preprocessor: Applied to every batch first.
+    """
+
+    _report_callback: ClassVar[Any]
+
+    def __init__(self, model: Any, preprocessor: Any = None) -> None:
+        super().__init__(preprocessor)
+        self.model = model
+
+    @classmethod
+    def from_checkpoint(cls: type[P], checkpoint: Checkpoint, filename: str | None = None) -> P:
+        """The booster saved in ``checkpoint`` (as ``filename``), with its preprocessor.
+
+        Example:
+            >>> import tempfile, numpy as np, xgboost
+            >>> from lockstep.train.xgboost import XGBoostCheckpoint, XGBoostPredictor
+            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(2), label=[0, 1]), 3)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     checkpoint = XGBoostCheckpoint.from_model(booster, path=d)
+            ...     XGBoostPredictor.from_checkpoint(checkpoint).model.num_boosted_rounds()
+            3
+        """
+        model = cls._report_callback.get_model(checkpoint, filename)
+        return cls(model, preprocessor=checkpoint.get_preprocessor())
 
 
 class BatchPredictor:

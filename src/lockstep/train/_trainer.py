@@ -80,6 +80,10 @@ class TrainerSpec:
         _check_type(self.dataset_config, DataConfig, "dataset_config")
         _check_type(self.resume_from_checkpoint, Checkpoint, "resume_from_checkpoint")
 
+    def backend(self, scaling: ScalingConfig) -> BackendConfig | None:
+        """The framework's backend config for workers of ``scaling``."""
+        return self.backend_config
+
     @classmethod
     def of(cls: type[_S], **arguments: Any) -> _S:
         """The spec of ``arguments`` as a user passes them to the trainer."""
@@ -122,6 +126,24 @@ class TrainerSpec:
         if cls.extra is not None:
             parameters.append(inspect.Parameter(cls.extra, inspect.Parameter.VAR_KEYWORD))
         return inspect.Signature(parameters)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameworkTrainerSpec(TrainerSpec):
+    """A framework trainer's arguments: its framework's config (the field named
+    ``config_field``, of class ``config_type``, its default when not given) takes the place
+    of ``backend_config``."""
+
+    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+    config_field: ClassVar[str]
+    config_type: ClassVar[type[BackendConfig]]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(getattr(self, self.config_field), self.config_type, self.config_field)
+
+    def backend(self, scaling: ScalingConfig) -> Any:
+        return getattr(self, self.config_field) or self.config_type()
 
 
 class DataParallelTrainer:
@@ -206,7 +228,8 @@ class DataParallelTrainer:
         final (they may be given only to fit()). The default: the user's function."""
         spec = self._spec
         assert spec.train_loop_per_worker is not None
-        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, spec.backend_config)
+        backend = spec.backend(self.scaling_config)
+        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)
 
     def fit(self, dataset: Any = None, preprocessor: Any = None) -> Result:
         """Run the training function on every worker until it returns; return the Result.

@@ -119,7 +119,7 @@ class ResultGrid:
         config as ``config/...`` columns, and its directory."""
         import pandas as pd
 
-        from lockstep.tune._runner import flatten
+        from lockstep._core.mappings import flatten_dict
 
         rows = []
         for trial in self._trials:
@@ -129,7 +129,7 @@ class ResultGrid:
                 scored = [r for r in trial.results if filter_metric in r]
                 if scored:
                     row = dict(pick(scored, key=lambda r: r[filter_metric]))
-            row.update({f"config/{k}": v for k, v in flatten(trial.config).items()})
+            row.update({f"config/{k}": v for k, v in flatten_dict(trial.config).items()})
             row["trial_id"] = trial.trial_id
             row["logdir"] = trial.path
             rows.append(row)

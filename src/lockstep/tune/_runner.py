@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lockstep._core import storage
@@ -218,12 +218,7 @@ class TrialRunner:
             self._events.put(_Ended(trial, "error", exc, traceback.format_exc()))
 
     def _execute(self, trial: TuneTrial, restore: Checkpoint | None) -> tuple[str, Any]:
-        context = TuneContext(
-            world_rank=0,
-            world_size=1,
-            local_rank=0,
-            local_world_size=1,
-            node_rank=0,
+        context = TuneContext.single_worker(
             experiment_name=self._s.run_config.name or "",
             run_path=trial.path,
             trial_id=trial.trial_id,
@@ -472,15 +467,3 @@ def _copy_checkpoint(checkpoint: Checkpoint | None, trial: TuneTrial) -> Checkpo
     with checkpoint.as_directory() as local_dir:
         trial.run_dir.upload_dir(local_dir, name)
     return Checkpoint(trial.run_dir.join(name), trial.run_dir.fs)
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` as ``{"a/b": 1}``."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat

@@ -5,9 +5,9 @@ import pytest
 
 import lockstep.data as ld
 from lockstep.train import RunConfig, ScalingConfig
-from lockstep.train._gbdt import ReportPolicy, parse_eval
+from lockstep.train._gbdt import parse_eval
 from lockstep.train.lightgbm import LightGBMTrainer
-from lockstep.train.xgboost import XGBoostTrainer
+from lockstep.train.xgboost import RayTrainReportCallback, XGBoostTrainer
 
 TRAINERS = [XGBoostTrainer, LightGBMTrainer]
 
@@ -136,19 +136,12 @@ def test_lightgbm_classic_form_trains_data_parallel_on_partitions(datasets):
     assert built._classic_params({})["tree_learner"] == "data"
 
 
-class TestReportPolicy:
+class TestReportCallbackArguments:
     def policy(self, **kwargs):
-        defaults = {
-            "metrics": None,
-            "filename": "model.ubj",
-            "frequency": 0,
-            "checkpoint_at_end": True,
-            "results_postprocessing_fn": None,
-        }
-        return ReportPolicy(**{**defaults, **kwargs})
+        return RayTrainReportCallback(**kwargs)
 
     def test_every_metric_by_default(self):
-        assert self.policy().select({"train-a": 1.0, "valid-a": 2.0}) == {
+        assert self.policy()._select({"train-a": 1.0, "valid-a": 2.0}) == {
             "train-a": 1.0,
             "valid-a": 2.0,
         }
@@ -162,16 +155,16 @@ class TestReportPolicy:
         ],
     )
     def test_selected_and_renamed(self, metrics, expected):
-        assert self.policy(metrics=metrics).select({"train-a": 1.0, "valid-a": 2.0}) == expected
+        assert self.policy(metrics=metrics)._select({"train-a": 1.0, "valid-a": 2.0}) == expected
 
     def test_postprocessing(self):
         policy = self.policy(results_postprocessing_fn=lambda m: {"sum": sum(m.values())})
-        assert policy.select({"x": 1.0, "y": 2.0}) == {"sum": 3.0}
+        assert policy._select({"x": 1.0, "y": 2.0}) == {"sum": 3.0}
 
     def test_frequency_counts_rounds_of_the_booster(self):
         policy = self.policy(frequency=5)
-        assert [r for r in range(1, 16) if policy.due(r)] == [5, 10, 15]
-        assert not any(self.policy().due(r) for r in range(1, 16))
+        assert [r for r in range(1, 16) if policy._due(r)] == [5, 10, 15]
+        assert not any(self.policy()._due(r) for r in range(1, 16))
 
     @pytest.mark.parametrize(
         ("kwargs", "message"),

@@ -1,20 +1,17 @@
 """lockstep.train.integrations: the GBDT trainers under their older name, imported lazily."""
 
-import subprocess
-import sys
-
 import pytest
+
+from tests.helpers import imported_after
 
 
 @pytest.mark.processes
 def test_importing_lockstep_train_imports_no_gbdt_framework():
-    code = (
-        "import sys, lockstep.train\n"
-        "assert lockstep.train.integrations.__name__ == 'lockstep.train.integrations'\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('xgboost', 'lightgbm')))"
+    modules = imported_after(
+        "import lockstep.train\n"
+        "assert lockstep.train.integrations.__name__ == 'lockstep.train.integrations'"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert [m for m in modules if m.split(".")[0] in ("xgboost", "lightgbm")] == []
 
 
 def test_the_trainers_resolve_on_first_use():

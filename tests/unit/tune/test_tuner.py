@@ -9,9 +9,10 @@ import pytest
 
 from lockstep import tune
 from lockstep.train import Checkpoint
-from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule, PopulationBasedTraining
+from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
+from tests.helpers import MostTrialsAtOnce, add_lr_to_a_score, pbt_every_two_iterations
 
 
 def run(tmp_path, trainable, space, name="exp", **tune_config):
@@ -99,32 +100,11 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
 
 
 def pbt_trainable(config):
-    step, score = 0, 0.0
-    if checkpoint := tune.get_checkpoint():
-        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as f:
-            step, score = (float(v) for v in f.read().split())
-            step = int(step)
-    while step < 6:
-        step += 1
-        score += config["lr"]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "state"), "w") as f:
-                f.write(f"{step} {score}")
-            tune.report(
-                {"score": score, "lr": config["lr"], "step": step},
-                checkpoint=Checkpoint.from_directory(d),
-            )
+    add_lr_to_a_score(config, tune.get_checkpoint, tune.report, steps=6)
 
 
 def test_pbt_replaces_a_bad_trials_config_and_resumes_from_the_donors_checkpoint(tmp_path):
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        resample_probability=0.0,
-        hyperparam_mutations={"lr": [0.1, 1.0, 10.0]},
-        seed=0,
-    )
+    pbt = pbt_every_two_iterations({"lr": [0.1, 1.0, 10.0]})
     results = run(
         tmp_path,
         pbt_trainable,
@@ -521,15 +501,7 @@ def test_the_trial_table_renders_every_trial():
 def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
     from lockstep.tune._resources import machine_resources
 
-    running, most = set(), [0]
-
-    class Concurrency(tune.Callback):
-        def on_trial_start(self, iteration, trials, trial, **info):
-            running.add(trial.trial_id)
-            most[0] = max(most[0], len(running))
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            running.discard(trial.trial_id)
+    concurrency = MostTrialsAtOnce()
 
     def objective(config):
         for _ in range(3):
@@ -539,9 +511,9 @@ def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
     results = tune.Tuner(
         tune.with_resources(objective, {"cpu": cpus}),
         param_space={"x": tune.grid_search([1, 2, 3])},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Concurrency()]),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[concurrency]),
     ).fit()
-    assert most[0] == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
+    assert concurrency.most == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
     gpus = machine_resources()["GPU"]
     with pytest.raises(ValueError, match="HINT"):
         tune.Tuner(

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from lockstep._core.context import Collective, TrainContext
 
 
-@dataclass(frozen=True)
-class BackendConfig:
-    """Configuration of a framework backend; the base class sets nothing up.
-
-    Subclasses name their :class:`Backend` with :attr:`backend_cls`.
-
-    Example:
-        >>> BackendConfig().backend_cls.__name__
-        'Backend'
-    """
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return Backend
-
-    def make_backend(self) -> Backend:
-        return self.backend_cls(self)
+def check_timeout_s(timeout_s: object) -> None:
+    """Raise a ValueError unless ``timeout_s`` is a positive number of seconds."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
+        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
 
 
 class Backend:
@@ -71,6 +61,24 @@ class Backend:
 
     def on_shutdown(self, worker_group: WorkerGroupInfo, backend_config: BackendConfig) -> None:
         """Ray's hook, in the driver: the workers of an attempt have stopped."""
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """Configuration of a framework backend; the base class sets nothing up.
+
+    Subclasses name their :class:`Backend` in ``backend_cls`` (a class attribute, or a
+    property as in Ray).
+
+    Example:
+        >>> BackendConfig().backend_cls.__name__
+        'Backend'
+    """
+
+    backend_cls: ClassVar[type[Backend]] = Backend
+
+    def make_backend(self) -> Backend:
+        return self.backend_cls(self)
 
 
 @dataclass(frozen=True)

@@ -15,56 +15,11 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 from lockstep._internal.backends.tensorflow import legacy_keras_env
-
-
-@dataclass(frozen=True, kw_only=True)
-class HorovodConfig(BackendConfig):
-    """How the workers' Horovod (gloo controller, no MPI) is set up; Ray's fields.
-
-    Args:
-        nics: Network interfaces gloo may use (the first is used); None picks ``lo`` when
-            every worker is on this machine, else the interface of each worker's address.
-        verbose: Horovod's log level for its rendezvous server (0 quiet).
-        key: Accepted for Ray compatibility; the local rendezvous needs no secret key.
-        ssh_port: Accepted for Ray compatibility; lockstep starts workers without ssh.
-        ssh_identity_file: As ``ssh_port``.
-        ssh_str: As ``ssh_port``.
-        timeout_s: How long gloo waits for its peers (``HOROVOD_GLOO_TIMEOUT_SECONDS``).
-        placement_group_timeout_s: Accepted for Ray compatibility.
-
-    Example:
-        >>> HorovodConfig(timeout_s=60).timeout_s
-        60
-    """
-
-    nics: set[str] | None = None
-    verbose: int = 1
-    key: str | None = None
-    ssh_port: int | None = None
-    ssh_identity_file: str | None = None
-    ssh_str: str | None = None
-    timeout_s: int = 300
-    placement_group_timeout_s: int = 100
-
-    def __post_init__(self) -> None:
-        if self.nics is not None and (isinstance(self.nics, str) or not self.nics):
-            raise ValueError(
-                f"nics must be a non-empty set of interface names, got {self.nics!r}. "
-                'HINT: nics={"eth0"}, or leave it None'
-            )
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
-            raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return HorovodBackend
 
 
 class HorovodBackend(Backend):
@@ -145,6 +100,46 @@ class HorovodBackend(Backend):
             if module is not None and module.is_initialized():
                 module.shutdown()
                 return
+
+
+@dataclass(frozen=True, kw_only=True)
+class HorovodConfig(BackendConfig):
+    """How the workers' Horovod (gloo controller, no MPI) is set up; Ray's fields.
+
+    Args:
+        nics: Network interfaces gloo may use (the first is used); None picks ``lo`` when
+            every worker is on this machine, else the interface of each worker's address.
+        verbose: Horovod's log level for its rendezvous server (0 quiet).
+        key: Accepted for Ray compatibility; the local rendezvous needs no secret key.
+        ssh_port: Accepted for Ray compatibility; lockstep starts workers without ssh.
+        ssh_identity_file: As ``ssh_port``.
+        ssh_str: As ``ssh_port``.
+        timeout_s: How long gloo waits for its peers (``HOROVOD_GLOO_TIMEOUT_SECONDS``).
+        placement_group_timeout_s: Accepted for Ray compatibility.
+
+    Example:
+        >>> HorovodConfig(timeout_s=60).timeout_s
+        60
+    """
+
+    nics: set[str] | None = None
+    verbose: int = 1
+    key: str | None = None
+    ssh_port: int | None = None
+    ssh_identity_file: str | None = None
+    ssh_str: str | None = None
+    timeout_s: int = 300
+    placement_group_timeout_s: int = 100
+
+    def __post_init__(self) -> None:
+        if self.nics is not None and (isinstance(self.nics, str) or not self.nics):
+            raise ValueError(
+                f"nics must be a non-empty set of interface names, got {self.nics!r}. "
+                'HINT: nics={"eth0"}, or leave it None'
+            )
+        check_timeout_s(self.timeout_s)
+
+    backend_cls: ClassVar[type[Backend]] = HorovodBackend
 
 
 def slot_info(context: TrainContext, contexts: Sequence[TrainContext]) -> Any:

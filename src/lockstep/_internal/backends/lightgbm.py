@@ -11,40 +11,14 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends._threads import check_threads
-from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends._threads import ThreadsConfig
+from lockstep._internal.backends.base import Backend
 
 # This worker's network parameters, set by the backend for the training function.
 _network: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LightGBMConfig(BackendConfig):
-    """Sets up LightGBM's distributed mode: every worker gets its network parameters.
-
-    The training function passes ``**lockstep.train.lightgbm.get_network_params()`` to
-    ``lightgbm.train``.
-
-    Args:
-        num_threads: LightGBM's default number of threads in each worker (``num_threads``
-            given to LightGBM wins). LightGBMTrainer sets it to the worker's CPUs.
-
-    Example:
-        >>> LightGBMConfig().backend_cls.__name__
-        'LightGBMBackend'
-    """
-
-    num_threads: int | None = None
-
-    def __post_init__(self) -> None:
-        check_threads(self.num_threads)
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return LightGBMBackend
 
 
 class LightGBMBackend(Backend):
@@ -75,6 +49,25 @@ class LightGBMBackend(Backend):
 
             _LIB.LGBM_NetworkFree()
         _network = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LightGBMConfig(ThreadsConfig):
+    """Sets up LightGBM's distributed mode: every worker gets its network parameters.
+
+    The training function passes ``**lockstep.train.lightgbm.get_network_params()`` to
+    ``lightgbm.train``.
+
+    Args:
+        num_threads: LightGBM's default number of threads in each worker (``num_threads``
+            given to LightGBM wins). LightGBMTrainer sets it to the worker's CPUs.
+
+    Example:
+        >>> LightGBMConfig().backend_cls.__name__
+        'LightGBMBackend'
+    """
+
+    backend_cls: ClassVar[type[Backend]] = LightGBMBackend
 
 
 def network_params() -> dict[str, Any] | None:

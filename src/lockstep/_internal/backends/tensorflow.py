@@ -19,37 +19,12 @@ import socket
 import sys
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 from lockstep._core import flags
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends._threads import check_threads
+from lockstep._internal.backends._threads import ThreadsConfig
 from lockstep._internal.backends.base import Backend, BackendConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class TensorflowConfig(BackendConfig):
-    """How each worker's TensorFlow is set up (``TF_CONFIG`` and threads).
-
-    Ray's ``TensorflowConfig`` has no fields; ``num_threads`` is filled in by
-    :class:`~lockstep.train.tensorflow.TensorflowTrainer` from the worker's CPUs.
-
-    Args:
-        num_threads: TensorFlow's intra- and inter-op thread pools in each worker; None
-            leaves TensorFlow's defaults (every CPU of the machine).
-
-    Example:
-        >>> TensorflowConfig().backend_cls.__name__
-        'TensorflowBackend'
-    """
-
-    num_threads: int | None = None
-
-    def __post_init__(self) -> None:
-        check_threads(self.num_threads)
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return TensorflowBackend
 
 
 class TensorflowBackend(Backend):
@@ -83,6 +58,25 @@ class TensorflowBackend(Backend):
         if reserved is not None:
             reserved.close()
         os.environ.pop("TF_CONFIG", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorflowConfig(ThreadsConfig):
+    """How each worker's TensorFlow is set up (``TF_CONFIG`` and threads).
+
+    Ray's ``TensorflowConfig`` has no fields; ``num_threads`` is filled in by
+    :class:`~lockstep.train.tensorflow.TensorflowTrainer` from the worker's CPUs.
+
+    Args:
+        num_threads: TensorFlow's intra- and inter-op thread pools in each worker; None
+            leaves TensorFlow's defaults (every CPU of the machine).
+
+    Example:
+        >>> TensorflowConfig().backend_cls.__name__
+        'TensorflowBackend'
+    """
+
+    backend_cls: ClassVar[type[Backend]] = TensorflowBackend
 
 
 def legacy_keras_env() -> dict[str, str]:

@@ -16,67 +16,12 @@ import ipaddress
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends.base import Backend, BackendConfig
+from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 
 BACKENDS = ("gloo", "nccl")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchConfig(BackendConfig):
-    """How the workers' ``torch.distributed`` process group is set up.
-
-    Args:
-        backend: ``"gloo"`` or ``"nccl"``; when None, NCCL with GPUs and gloo without.
-        init_method: ``"env"`` (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as
-            ``torchrun`` does) or ``"tcp"``; torch's spelling (``"env://"``,
-            ``"tcp://host:port"``) is accepted too. Both rendezvous through rank 0's store.
-        timeout_s: How long collective operations wait before failing.
-
-    Example:
-        >>> TorchConfig(backend="gloo", timeout_s=60).backend
-        'gloo'
-    """
-
-    backend: Literal["gloo", "nccl"] | None = None
-    init_method: str = "env"
-    timeout_s: int = 1800
-
-    def __post_init__(self) -> None:
-        if self.backend is not None and self.backend not in BACKENDS:
-            raise ValueError(
-                f"unknown torch backend {self.backend!r}. HINT: use 'gloo' (CPU) or 'nccl' (GPU)"
-            )
-        scheme = str(self.init_method).split("://", 1)[0]
-        if scheme not in ("env", "tcp"):
-            raise ValueError(
-                f"init_method must be 'env' or 'tcp', got {self.init_method!r}. "
-                "HINT: init_method='env' (or torch's 'env://')"
-            )
-        object.__setattr__(self, "init_method", scheme)
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
-            raise ValueError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return TorchBackend
-
-    def for_devices(self, use_gpu: bool) -> TorchConfig:
-        """This config with the process-group backend chosen, checked against ``use_gpu``."""
-        if self.backend is None:
-            from dataclasses import replace
-
-            return replace(self, backend="nccl" if use_gpu else "gloo")
-        if self.backend == "nccl" and not use_gpu:
-            raise ValueError(
-                "TorchConfig(backend='nccl') needs GPUs but use_gpu=False. "
-                "HINT: set ScalingConfig(use_gpu=True), or use backend='gloo'"
-            )
-        return self
 
 
 class TorchBackend(Backend):
@@ -119,6 +64,56 @@ class TorchBackend(Backend):
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchConfig(BackendConfig):
+    """How the workers' ``torch.distributed`` process group is set up.
+
+    Args:
+        backend: ``"gloo"`` or ``"nccl"``; when None, NCCL with GPUs and gloo without.
+        init_method: ``"env"`` (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as
+            ``torchrun`` does) or ``"tcp"``; torch's spelling (``"env://"``,
+            ``"tcp://host:port"``) is accepted too. Both rendezvous through rank 0's store.
+        timeout_s: How long collective operations wait before failing.
+
+    Example:
+        >>> TorchConfig(backend="gloo", timeout_s=60).backend
+        'gloo'
+    """
+
+    backend: Literal["gloo", "nccl"] | None = None
+    init_method: str = "env"
+    timeout_s: int = 1800
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ValueError(
+                f"unknown torch backend {self.backend!r}. HINT: use 'gloo' (CPU) or 'nccl' (GPU)"
+            )
+        scheme = str(self.init_method).split("://", 1)[0]
+        if scheme not in ("env", "tcp"):
+            raise ValueError(
+                f"init_method must be 'env' or 'tcp', got {self.init_method!r}. "
+                "HINT: init_method='env' (or torch's 'env://')"
+            )
+        object.__setattr__(self, "init_method", scheme)
+        check_timeout_s(self.timeout_s)
+
+    def for_devices(self, use_gpu: bool) -> TorchConfig:
+        """This config with the process-group backend chosen, checked against ``use_gpu``."""
+        if self.backend is None:
+            from dataclasses import replace
+
+            return replace(self, backend="nccl" if use_gpu else "gloo")
+        if self.backend == "nccl" and not use_gpu:
+            raise ValueError(
+                "TorchConfig(backend='nccl') needs GPUs but use_gpu=False. "
+                "HINT: set ScalingConfig(use_gpu=True), or use backend='gloo'"
+            )
+        return self
+
+    backend_cls: ClassVar[type[Backend]] = TorchBackend
 
 
 def _rendezvous(

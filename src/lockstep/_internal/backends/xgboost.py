@@ -13,47 +13,16 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from lockstep._core.context import Collective, TrainContext
-from lockstep._internal.backends._threads import check_threads
+from lockstep._internal.backends._threads import ThreadsConfig
 from lockstep._internal.backends.base import Backend, BackendConfig
 
 COMMUNICATORS = ("rabit",)
 # How long rank 0 waits, at shutdown, for the other workers to leave the collective before
 # it stops the tracker anyway (they have finished, failed, or are being stopped).
 TRACKER_SHUTDOWN_S = 30
-
-
-@dataclass(frozen=True, kw_only=True)
-class XGBoostConfig(BackendConfig):
-    """How the workers' xgboost collective is set up.
-
-    Args:
-        xgboost_communicator: The collective's implementation; only ``"rabit"`` (which
-            also carries GPU training: xgboost uses NCCL between GPUs within it).
-        num_threads: xgboost's default number of threads in each worker (``nthread``
-            given to xgboost wins). XGBoostTrainer sets it to the worker's CPUs.
-
-    Example:
-        >>> XGBoostConfig().xgboost_communicator
-        'rabit'
-    """
-
-    xgboost_communicator: str = "rabit"
-    num_threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.xgboost_communicator not in COMMUNICATORS:
-            raise ValueError(
-                f"unknown xgboost_communicator {self.xgboost_communicator!r}. "
-                "HINT: use xgboost_communicator='rabit'"
-            )
-        check_threads(self.num_threads)
-
-    @property
-    def backend_cls(self) -> type[Backend]:
-        return XGBoostBackend
 
 
 class XGBoostBackend(Backend):
@@ -105,6 +74,34 @@ class XGBoostBackend(Backend):
             tracker, self._tracker = self._tracker, None
             if tracker is not None:
                 _stop_tracker(tracker)
+
+
+@dataclass(frozen=True, kw_only=True)
+class XGBoostConfig(ThreadsConfig):
+    """How the workers' xgboost collective is set up.
+
+    Args:
+        xgboost_communicator: The collective's implementation; only ``"rabit"`` (which
+            also carries GPU training: xgboost uses NCCL between GPUs within it).
+        num_threads: xgboost's default number of threads in each worker (``nthread``
+            given to xgboost wins). XGBoostTrainer sets it to the worker's CPUs.
+
+    Example:
+        >>> XGBoostConfig().xgboost_communicator
+        'rabit'
+    """
+
+    xgboost_communicator: str = "rabit"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.xgboost_communicator not in COMMUNICATORS:
+            raise ValueError(
+                f"unknown xgboost_communicator {self.xgboost_communicator!r}. "
+                "HINT: use xgboost_communicator='rabit'"
+            )
+
+    backend_cls: ClassVar[type[Backend]] = XGBoostBackend
 
 
 def _stop_tracker(tracker: Any) -> None:

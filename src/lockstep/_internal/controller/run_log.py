@@ -20,22 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
+from lockstep._core.mappings import flatten_dict
 from lockstep._core.result import parse_result_lines, read_results
-
-_SCALARS = frozenset({float, int, str, bool, type(None)})
-
-
-def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts become ``outer/inner`` columns, as Ray Train's progress.csv has them."""
-    flat: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        # the type check first: a metric is nearly always a number (the ABC check is slow)
-        if type(value) not in _SCALARS and isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -119,7 +105,7 @@ class RunLog:
         if self._journal is not None:
             self._journal.append(line, sync=sync)
             return
-        flat = flatten(row)
+        flat = flatten_dict(row)
         if self._csv is None or not self._known.issuperset(flat):
             self._rewrite_local()
             return
@@ -170,14 +156,14 @@ class RunLog:
         out = io.StringIO()
         writer = csv.DictWriter(out, _columns(self._rows))
         writer.writeheader()
-        writer.writerows(flatten(r) for r in self._rows)
+        writer.writerows(flatten_dict(r) for r in self._rows)
         return out.getvalue()
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
     columns: dict[str, None] = {}
     for row in rows:
-        columns.update(dict.fromkeys(flatten(row)))
+        columns.update(dict.fromkeys(flatten_dict(row)))
     return list(columns)
 
 

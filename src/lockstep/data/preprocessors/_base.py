@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from lockstep.data import _columns
 from lockstep.data._convert import from_batch, from_columns, to_numpy, to_pandas
 from lockstep.data._ops import MapBatches, Udf
 
@@ -450,16 +451,5 @@ def output_names(columns: list[str], output_columns: Sequence[str] | None, where
 
 def require_columns(table: Any, columns: Sequence[str], where: str) -> None:
     """Raise a ValueError naming the columns the batch lacks."""
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise ValueError(
-            f"{where}: the batch has no columns {missing} (it has {table.column_names}). "
-            "HINT: transform data with the columns the preprocessor was made for"
-        )
-
-
-def put_column(table: Any, name: str, values: Any) -> Any:
-    """``table`` with column ``name`` replaced by ``values``, or appended when new."""
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, values)
-    return table.append_column(name, values)
+    hint = "transform data with the columns the preprocessor was made for"
+    _columns.require_columns(table.column_names, columns, where, hint)

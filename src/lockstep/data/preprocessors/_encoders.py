@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._columns import put_column
 from lockstep.data._convert import column_from_values
 from lockstep.data.preprocessors import _statistics as statistics
 from lockstep.data.preprocessors._base import (
     ArrowPreprocessor,
     check_columns,
     output_names,
-    put_column,
     require_columns,
 )
 
@@ -152,7 +152,31 @@ def _hot(rows: np.ndarray[Any, Any], indices: Any, num_rows: int, width: int) ->
     return column_from_values(matrix)
 
 
-class OneHotEncoder(ArrowPreprocessor):
+class _HotEncoder(ArrowPreprocessor):
+    """What the one-hot and multi-hot encoders share: their arguments, and the categories
+    ``fit`` keeps of each column."""
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        *,
+        max_categories: Mapping[str, int] | None = None,
+        output_columns: Sequence[str] | None = None,
+    ):
+        where = type(self).__name__
+        self.columns = check_columns(columns, where)
+        self.max_categories = _check_max_categories(max_categories, self.columns, where)
+        self.output_columns = output_names(self.columns, output_columns, where)
+
+    def _kept_categories(self, counts: Mapping[str, Any]) -> dict[str, Any]:
+        """Per column, its sorted categories (the most frequent ``max_categories``)."""
+        return {
+            f"unique_values({c})": _categories(counts[c], self.max_categories.get(c))
+            for c in self.columns
+        }
+
+
+class OneHotEncoder(_HotEncoder):
     """Encode each value as a one-hot vector over the sorted categories seen by ``fit``.
 
     The column becomes a vector per row (a numpy batch gives a ``(rows, categories)``
@@ -170,28 +194,13 @@ class OneHotEncoder(ArrowPreprocessor):
         [[0, 1], [1, 0]]
     """
 
-    def __init__(
-        self,
-        columns: Sequence[str],
-        *,
-        max_categories: Mapping[str, int] | None = None,
-        output_columns: Sequence[str] | None = None,
-    ):
-        self.columns = check_columns(columns, "OneHotEncoder")
-        self.max_categories = _check_max_categories(max_categories, self.columns, "OneHotEncoder")
-        self.output_columns = output_names(self.columns, output_columns, "OneHotEncoder")
-
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         lists = [c for c in self.columns if _is_list(ds, c)]
         if lists:
             raise ValueError(
                 f"OneHotEncoder: columns {lists} hold lists. HINT: use MultiHotEncoder for them"
             )
-        counts = statistics.value_counts(ds, self.columns)
-        return {
-            f"unique_values({c})": _categories(counts[c], self.max_categories.get(c))
-            for c in self.columns
-        }
+        return self._kept_categories(statistics.value_counts(ds, self.columns))
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, self.columns, "OneHotEncoder")
@@ -203,7 +212,7 @@ class OneHotEncoder(ArrowPreprocessor):
         return table
 
 
-class MultiHotEncoder(ArrowPreprocessor):
+class MultiHotEncoder(_HotEncoder):
     """Encode lists as vectors counting each category's occurrences in the list.
 
     Args:
@@ -218,23 +227,8 @@ class MultiHotEncoder(ArrowPreprocessor):
         [[1, 1], [0, 2]]
     """
 
-    def __init__(
-        self,
-        columns: Sequence[str],
-        *,
-        max_categories: Mapping[str, int] | None = None,
-        output_columns: Sequence[str] | None = None,
-    ):
-        self.columns = check_columns(columns, "MultiHotEncoder")
-        self.max_categories = _check_max_categories(max_categories, self.columns, "MultiHotEncoder")
-        self.output_columns = output_names(self.columns, output_columns, "MultiHotEncoder")
-
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
-        counts = statistics.value_counts(ds, self.columns, lists=True)
-        return {
-            f"unique_values({c})": _categories(counts[c], self.max_categories.get(c))
-            for c in self.columns
-        }
+        return self._kept_categories(statistics.value_counts(ds, self.columns, lists=True))
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, self.columns, "MultiHotEncoder")

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._columns import put_column
 from lockstep.data.preprocessors import _statistics as statistics
-from lockstep.data.preprocessors._base import ArrowPreprocessor, check_columns, put_column
+from lockstep.data.preprocessors._base import ArrowPreprocessor, check_columns
 
 if TYPE_CHECKING:
     from lockstep.data._dataset import Dataset

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._columns import put_column
 from lockstep.data.preprocessors import _statistics as statistics
 from lockstep.data.preprocessors._base import (
     ArrowPreprocessor,
     check_columns,
     output_names,
-    put_column,
     require_columns,
 )
 

@@ -17,13 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._columns import put_column
 from lockstep.data._convert import column_from_values
 from lockstep.data._ops import check_callable
 from lockstep.data.preprocessors._base import (
     ArrowPreprocessor,
     check_columns,
     output_names,
-    put_column,
     require_columns,
 )
 

@@ -8,11 +8,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lockstep.data._columns import put_column
 from lockstep.data.preprocessors._base import (
     ArrowPreprocessor,
     check_columns,
     output_names,
-    put_column,
     require_columns,
 )
 

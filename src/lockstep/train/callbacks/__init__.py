@@ -14,13 +14,14 @@ Example:
 """
 
 from lockstep._core.callback import Callback, Trial
+from lockstep._core.mappings import flatten_dict
 from lockstep.train.callbacks._files import (
     CSVLoggerCallback,
     JsonLoggerCallback,
     TBXLoggerCallback,
 )
 from lockstep.train.callbacks._legacy import PrintCallback, TrainingCallback
-from lockstep.train.callbacks._logger import LoggerCallback, flatten_dict
+from lockstep.train.callbacks._logger import LoggerCallback
 from lockstep.train.callbacks._mlflow import MLflowLoggerCallback, setup_mlflow
 from lockstep.train.callbacks._profile import TorchTensorboardProfilerCallback
 from lockstep.train.callbacks._wandb import WandbLoggerCallback, setup_wandb

@@ -10,7 +10,8 @@ from typing import IO, Any
 
 from lockstep._core import storage
 from lockstep._core.callback import Trial
-from lockstep.train.callbacks._logger import LoggerCallback, flatten_dict, scalar, to_json
+from lockstep._core.mappings import flatten_dict
+from lockstep.train.callbacks._logger import LoggerCallback, scalar, to_json
 
 EXPR_PARAM_FILE = "params.json"
 EXPR_PARAM_PICKLE_FILE = "params.pkl"

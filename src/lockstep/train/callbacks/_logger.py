@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
 from typing import Any
 
 from lockstep._core.callback import Callback, Trial
@@ -72,23 +71,6 @@ class LoggerCallback(Callback):
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
         self.log_trial_end(trial, failed=True)
-
-
-def flatten_dict(row: Mapping[str, Any], delimiter: str = "/", prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` becomes ``{"a/b": 1}``, as Ray's loggers flatten results.
-
-    Example:
-        >>> flatten_dict({"a": {"b": 1}, "c": 2})
-        {'a/b': 1, 'c': 2}
-    """
-    flat: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten_dict(value, delimiter, f"{name}{delimiter}"))
-        else:
-            flat[name] = value
-    return flat
 
 
 def scalar(value: Any) -> float | None:

@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from lockstep._core.callback import Trial
-from lockstep.train.callbacks._logger import LoggerCallback, flatten_dict, scalar
+from lockstep._core.mappings import flatten_dict
+from lockstep.train.callbacks._logger import LoggerCallback, scalar
 
 
 class MLflowLoggerCallback(LoggerCallback):

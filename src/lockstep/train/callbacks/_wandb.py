@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from lockstep._core.callback import Trial
-from lockstep.train.callbacks._logger import LoggerCallback, flatten_dict
+from lockstep._core.mappings import flatten_dict
+from lockstep.train.callbacks._logger import LoggerCallback
 
 # Keys Ray's W&B logger leaves out of each logged result.
 _EXCLUDED = ("config", "date", "done", "hostname", "node_ip", "pid", "trial_id")

@@ -5,27 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.horovod import HorovodConfig
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class HorovodTrainerSpec(TrainerSpec):
+class HorovodTrainerSpec(FrameworkTrainerSpec):
     """HorovodTrainer's arguments: DataParallelTrainer's, with ``horovod_config`` instead of
     ``backend_config``."""
 
     horovod_config: HorovodConfig | None = None
 
-    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        config = self.horovod_config
-        if config is not None and not isinstance(config, HorovodConfig):
-            raise ValueError(
-                f"horovod_config must be a HorovodConfig, got {type(config).__name__}. "
-                "HINT: horovod_config=HorovodConfig(timeout_s=300)"
-            )
+    config_field: ClassVar[str] = "horovod_config"
+    config_type: ClassVar[type[BackendConfig]] = HorovodConfig
 
 
 class HorovodTrainer(DataParallelTrainer):
@@ -51,9 +44,3 @@ class HorovodTrainer(DataParallelTrainer):
     """
 
     Spec = HorovodTrainerSpec
-
-    def _worker_setup(self) -> WorkerSetup:
-        spec = self._spec
-        assert isinstance(spec, HorovodTrainerSpec) and spec.train_loop_per_worker is not None
-        backend = spec.horovod_config or HorovodConfig()
-        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import lightgbm
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._gbdt import ReportPolicy, load_model_file
+from lockstep.train._gbdt import GBDTReportCallback
 from lockstep.train._session import _require, get_context
 
 # Metrics that are a root of a mean over rows; the others are combined as row-weighted means.
 _ROOT_MEAN_SQUARE = ("rmse", "l2_root", "root_mean_squared_error")
 
 
-class RayTrainReportCallback:
+class RayTrainReportCallback(GBDTReportCallback):
     """Reports every round's evaluation metrics, and checkpoints the booster.
 
     Pass it to ``lightgbm.train(..., callbacks=[RayTrainReportCallback()])`` in a training
@@ -29,15 +27,9 @@ class RayTrainReportCallback:
     ``filename`` every ``frequency`` rounds and after the last round (an early stop ends
     training before it: checkpoint by frequency then).
 
-    Args:
-        metrics: Which metrics to report: a name, a list of names, or a dict of reported
-            name to metric name. None reports all.
-        filename: The booster's file name in the checkpoint.
-        frequency: Checkpoint every this many rounds (counted in the booster); 0 only at
-            the end.
-        checkpoint_at_end: Checkpoint after the last round.
-        results_postprocessing_fn: A function of the metrics dict returning the dict to
-            report.
+    Takes the arguments of :class:`lockstep.train.xgboost.RayTrainReportCallback`
+    (``metrics``, ``filename``, ``frequency``, ``checkpoint_at_end``,
+    ``results_postprocessing_fn``); the booster's file is ``model.txt`` by default.
 
     Example:
         >>> import tempfile, numpy as np, lightgbm
@@ -58,58 +50,27 @@ class RayTrainReportCallback:
     """
 
     CHECKPOINT_NAME = "model.txt"
-
-    def __init__(
-        self,
-        metrics: str | list[str] | dict[str, str] | None = None,
-        filename: str = CHECKPOINT_NAME,
-        frequency: int = 0,
-        checkpoint_at_end: bool = True,
-        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> None:
-        self._policy = ReportPolicy(
-            metrics=metrics,
-            filename=filename,
-            frequency=frequency,
-            checkpoint_at_end=checkpoint_at_end,
-            results_postprocessing_fn=results_postprocessing_fn,
-        )
-        # Before LightGBM's own callbacks (logging 10, recording 20, early stopping 30) and
-        # the user's (negative by default), so that they all see the combined values.
-        self.order = -(10**9)
-        self.before_iteration = False
+    # Before LightGBM's own callbacks (logging 10, recording 20, early stopping 30) and the
+    # user's (negative by default), so that they all see the combined values.
+    order = -(10**9)
+    before_iteration = False
 
     @classmethod
-    def get_model(cls, checkpoint: Checkpoint, filename: str = CHECKPOINT_NAME) -> lightgbm.Booster:
-        """The booster saved in ``checkpoint``.
-
-        Example:
-            >>> import os, tempfile, numpy as np, lightgbm
-            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
-            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 2)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     _ = booster.save_model(os.path.join(d, "model.txt"))
-            ...     RayTrainReportCallback.get_model(Checkpoint(d)).current_iteration()
-            2
-        """
-        booster: lightgbm.Booster = load_model_file(
-            checkpoint, filename, lambda path: lightgbm.Booster(model_file=path), "booster"
-        )
-        return booster
+    def _load_booster(cls, path: str) -> lightgbm.Booster:
+        return lightgbm.Booster(model_file=path)
 
     def __call__(self, env: Any) -> None:
         """Report this round's metrics, with the booster when a checkpoint is due."""
         results = env.evaluation_result_list or []
         if get_context().get_world_size() > 1 and results:
             results[:] = combine_across_workers(env.model, results)
-        policy = self._policy
-        metrics = policy.select({f"{r[0]}-{r[1]}": float(r[2]) for r in results})
+        metrics = self._select({f"{r[0]}-{r[1]}": float(r[2]) for r in results})
         rounds = env.iteration + 1
-        final = rounds == env.end_iteration and policy.checkpoint_at_end
+        final = rounds == env.end_iteration and self._checkpoint_at_end
         save = None
-        if policy.due(rounds) or final:
+        if self._due(rounds) or final:
             save = lambda path: env.model.save_model(path, num_iteration=-1)  # noqa: E731
-        policy.report(metrics, rounds, save)
+        self._report(metrics, rounds, save)
 
 
 def combine_across_workers(model: Any, results: list[Any]) -> list[Any]:

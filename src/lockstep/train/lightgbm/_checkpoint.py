@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._framework_checkpoint import save_model
+from lockstep.train._framework_checkpoint import BoosterCheckpoint
 from lockstep.train.lightgbm._callback import RayTrainReportCallback
 
-if TYPE_CHECKING:
-    import lightgbm
 
-
-class LightGBMCheckpoint(Checkpoint):
+class LightGBMCheckpoint(BoosterCheckpoint):
     """A checkpoint holding a LightGBM booster (``model.txt``) and its preprocessor.
 
     Example:
@@ -26,15 +20,4 @@ class LightGBMCheckpoint(Checkpoint):
     """
 
     MODEL_FILENAME = RayTrainReportCallback.CHECKPOINT_NAME
-
-    @classmethod
-    def from_model(
-        cls, booster: lightgbm.Booster, *, preprocessor: Any = None, path: str | None = None
-    ) -> LightGBMCheckpoint:
-        """A checkpoint of ``booster`` in ``path`` (by default a new temporary directory,
-        which the caller owns)."""
-        return save_model(cls, booster.save_model, cls.MODEL_FILENAME, preprocessor, path)
-
-    def get_model(self) -> lightgbm.Booster:
-        """The booster saved in this checkpoint."""
-        return RayTrainReportCallback.get_model(self, self.MODEL_FILENAME)
+    _report_callback = RayTrainReportCallback

@@ -5,20 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._predictor import Predictor, prediction_frame, select_features
+from lockstep.train._predictor import BoosterPredictor, prediction_frame, select_features
 from lockstep.train.lightgbm._callback import RayTrainReportCallback
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class LightGBMPredictor(Predictor):
-    """Predicts with a LightGBM booster, after the preprocessor saved with it.
-
-    Args:
-        model: The ``lightgbm.Booster``.
-        preprocessor: Applied to every batch first.
+class LightGBMPredictor(BoosterPredictor):
+    """Predicts with a LightGBM booster (``model``), after the ``preprocessor`` saved with it.
 
     Example:
         >>> import numpy as np, pandas as pd, lightgbm
@@ -32,27 +27,7 @@ class LightGBMPredictor(Predictor):
         True
     """
 
-    def __init__(self, model: Any, preprocessor: Any = None) -> None:
-        super().__init__(preprocessor)
-        self.model = model
-
-    @classmethod
-    def from_checkpoint(
-        cls, checkpoint: Checkpoint, filename: str = RayTrainReportCallback.CHECKPOINT_NAME
-    ) -> LightGBMPredictor:
-        """The booster saved in ``checkpoint`` (as ``filename``), with its preprocessor.
-
-        Example:
-            >>> import os, tempfile, numpy as np, lightgbm
-            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
-            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 4)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     _ = booster.save_model(os.path.join(d, "model.txt"))
-            ...     LightGBMPredictor.from_checkpoint(Checkpoint(d)).model.current_iteration()
-            4
-        """
-        model = RayTrainReportCallback.get_model(checkpoint, filename)
-        return cls(model, preprocessor=checkpoint.get_preprocessor())
+    _report_callback = RayTrainReportCallback
 
     def _predict_pandas(
         self,

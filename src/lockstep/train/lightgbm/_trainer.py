@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import lightgbm
 
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.lightgbm import LightGBMConfig
 from lockstep.train._collective import barrier
 from lockstep.train._gbdt import (
@@ -25,7 +25,6 @@ from lockstep.train._gbdt import (
     worker_threads,
 )
 from lockstep.train._session import get_checkpoint, get_context
-from lockstep.train._trainer import _check_type
 from lockstep.train.lightgbm._callback import RayTrainReportCallback
 from lockstep.train.lightgbm._network import get_network_params
 
@@ -44,13 +43,8 @@ class LightGBMTrainerSpec(GBDTTrainerSpec):
     lightgbm_config: LightGBMConfig | None = None
 
     trainer: ClassVar[str] = "LightGBMTrainer"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_type(self.lightgbm_config, LightGBMConfig, "lightgbm_config")
-
-    def framework_config(self) -> LightGBMConfig:
-        return self.lightgbm_config or LightGBMConfig()
+    config_field: ClassVar[str] = "lightgbm_config"
+    config_type: ClassVar[type[BackendConfig]] = LightGBMConfig
 
 
 class LightGBMTrainer(GBDTTrainer):
@@ -79,19 +73,11 @@ class LightGBMTrainer(GBDTTrainer):
         lightgbm_config: The backend's config (it has no fields).
         scaling_config: Workers and their resources; also the older dict form
             ``{"num_actors": 2, "cpus_per_actor": 2}``.
-        run_config: Name, storage, checkpoints, failure handling, callbacks.
-        datasets: Datasets by name; ``"train"`` is trained on in the classic form.
-        dataset_config: Which datasets are split across workers (all, by default).
-        resume_from_checkpoint: Start from this checkpoint's booster.
-        metadata: JSON data available as ``get_context().get_metadata()``.
-        preprocessor: Fitted on ``"train"``, applied to every dataset, saved in every
-            checkpoint (and applied again by :class:`LightGBMPredictor`).
-        label_column: The column to predict (classic form).
+        run_config, datasets, dataset_config, resume_from_checkpoint, metadata,
+            preprocessor, label_column, num_boost_round, label: As
+            :class:`~lockstep.train.xgboost.XGBoostTrainer` takes them.
         params: LightGBM's parameters (classic form).
-        num_boost_round: Rounds in all, counting those of a checkpoint resumed from
-            (classic form; default 10).
         dmatrix_params: Per dataset name, extra arguments of its ``lightgbm.Dataset``.
-        label: The older name of ``label_column``.
         **train_kwargs: Extra arguments of ``lightgbm.train`` (classic form).
 
     Example:
@@ -114,6 +100,7 @@ class LightGBMTrainer(GBDTTrainer):
     """
 
     Spec = LightGBMTrainerSpec
+    _report_callback = RayTrainReportCallback
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop
@@ -125,21 +112,6 @@ class LightGBMTrainer(GBDTTrainer):
             set_default(params, _LEARNER_PARAMS, "data")
             params["pre_partition"] = True  # each worker holds its own shard
         return params
-
-    @classmethod
-    def get_model(cls, checkpoint: Checkpoint) -> lightgbm.Booster:
-        """The booster saved in ``checkpoint`` (by either form's report callback).
-
-        Example:
-            >>> import os, tempfile, numpy as np, lightgbm
-            >>> data = lightgbm.Dataset(np.arange(20.0).reshape(10, 2), label=np.arange(10.0))
-            >>> booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, data, 3)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     _ = booster.save_model(os.path.join(d, "model.txt"))
-            ...     LightGBMTrainer.get_model(Checkpoint(d)).current_iteration()
-            3
-        """
-        return RayTrainReportCallback.get_model(checkpoint)
 
 
 def _train_loop(config: dict[str, Any]) -> dict[str, int]:
@@ -246,8 +218,7 @@ def _datasets(config: dict[str, Any]) -> tuple[dict[str, lightgbm.Dataset], dict
 
 def _report_finished(callback: RayTrainReportCallback, booster: Any) -> None:
     """The booster already has every round: report it once more, as the run's result."""
-    policy = callback._policy
     save = None
-    if policy.checkpoint_at_end:
+    if callback._checkpoint_at_end:
         save = lambda path: booster.save_model(path, num_iteration=-1)  # noqa: E731
-    policy.report({}, booster.current_iteration(), save)
+    callback._report({}, booster.current_iteration(), save)

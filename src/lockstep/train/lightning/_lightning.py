@@ -30,45 +30,38 @@ except ImportError:  # pragma: no cover - only pytorch_lightning installed
     from lightning_fabric.utilities.seed import reset_seed
 
 
-def _sampler_kwargs() -> dict[str, Any]:
-    context = get_context()
-    return {"num_replicas": context.get_world_size(), "rank": context.get_world_rank()}
+class _OnLockstepWorkers:
+    """What the strategies change in Lightning's: each worker's device, and samplers that
+    split the data by lockstep's ranks."""
+
+    @property
+    def root_device(self) -> torch.device:
+        return get_device()
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, Any]:
+        context = get_context()
+        return {"num_replicas": context.get_world_size(), "rank": context.get_world_rank()}
 
 
-class RayDDPStrategy(pl.strategies.DDPStrategy):
+class RayDDPStrategy(_OnLockstepWorkers, pl.strategies.DDPStrategy):
     """Lightning's DDP on lockstep's workers: each worker's device, and samplers that split
     the data by lockstep's ranks. Takes ``DDPStrategy``'s arguments.
 
     Example:
-        >>> RayDDPStrategy(find_unused_parameters=False).__class__.__mro__[1].__name__
-        'DDPStrategy'
+        >>> isinstance(RayDDPStrategy(find_unused_parameters=False), pl.strategies.DDPStrategy)
+        True
     """
 
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
 
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
-
-
-class RayFSDPStrategy(pl.strategies.FSDPStrategy):
+class RayFSDPStrategy(_OnLockstepWorkers, pl.strategies.FSDPStrategy):
     """Lightning's FSDP on lockstep's workers, on GPUs or on CPUs (with gloo). Takes
     ``FSDPStrategy``'s arguments.
 
     Example:
-        >>> RayFSDPStrategy().__class__.__mro__[1].__name__
-        'FSDPStrategy'
+        >>> isinstance(RayFSDPStrategy(), pl.strategies.FSDPStrategy)
+        True
     """
-
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
-
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
 
     def _wrap_kwargs(self) -> dict[str, Any]:
         # Lightning passes ``device_id=root_device.index``, which is None on a CPU, and
@@ -147,18 +140,10 @@ class RayFSDPStrategy(pl.strategies.FSDPStrategy):
         return state
 
 
-class RayDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
+class RayDeepSpeedStrategy(_OnLockstepWorkers, pl.strategies.DeepSpeedStrategy):
     """Lightning's DeepSpeed on lockstep's workers, on GPUs or on CPUs (DeepSpeed's CPU
     accelerator, gloo). Needs ``deepspeed`` installed. Takes ``DeepSpeedStrategy``'s arguments.
     """
-
-    @property
-    def root_device(self) -> torch.device:
-        return get_device()
-
-    @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any]:
-        return _sampler_kwargs()
 
     def setup_environment(self) -> None:
         if self.root_device.type != "cpu":

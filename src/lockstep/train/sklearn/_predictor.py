@@ -38,13 +38,14 @@ class SklearnPredictor(Predictor):
         """The estimator saved in ``checkpoint`` by SklearnTrainer, with its preprocessor.
 
         Example:
-            >>> import os, tempfile, cloudpickle
+            >>> import shutil
             >>> from sklearn.dummy import DummyRegressor
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     with open(os.path.join(d, "model.pkl"), "wb") as f:
-            ...         cloudpickle.dump(DummyRegressor().fit([[0], [1]], [2, 4]), f)
-            ...     SklearnPredictor.from_checkpoint(Checkpoint(d)).estimator.predict([[9]])
+            >>> from lockstep.train.sklearn import SklearnCheckpoint
+            >>> fitted = DummyRegressor().fit([[0], [1]], [2, 4])
+            >>> checkpoint = SklearnCheckpoint.from_estimator(fitted)  # a new directory
+            >>> SklearnPredictor.from_checkpoint(checkpoint).estimator.predict([[9]])
             array([3.])
+            >>> shutil.rmtree(checkpoint.path)
         """
         estimator = SklearnTrainer.get_model(checkpoint)
         return cls(estimator, preprocessor=checkpoint.get_preprocessor())

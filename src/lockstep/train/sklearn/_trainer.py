@@ -129,12 +129,13 @@ class SklearnTrainer(DataParallelTrainer):
         """The fitted estimator saved in ``checkpoint``.
 
         Example:
-            >>> import os, tempfile, cloudpickle
+            >>> import tempfile
             >>> from sklearn.dummy import DummyClassifier
+            >>> from lockstep.train.sklearn import SklearnCheckpoint
+            >>> estimator = DummyClassifier().fit([[0]], [1])
             >>> with tempfile.TemporaryDirectory() as d:
-            ...     with open(os.path.join(d, "model.pkl"), "wb") as f:
-            ...         cloudpickle.dump(DummyClassifier().fit([[0]], [1]), f)
-            ...     SklearnTrainer.get_model(Checkpoint(d)).predict([[5]]).tolist()
+            ...     checkpoint = SklearnCheckpoint.from_estimator(estimator, path=d)
+            ...     SklearnTrainer.get_model(checkpoint).predict([[5]]).tolist()
             [1]
         """
 

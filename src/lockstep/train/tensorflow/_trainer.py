@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 from lockstep._core.config import ScalingConfig
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.tensorflow import TensorflowConfig
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class TensorflowTrainerSpec(TrainerSpec):
+class TensorflowTrainerSpec(FrameworkTrainerSpec):
     """TensorflowTrainer's arguments: DataParallelTrainer's, with ``tensorflow_config``
     instead of ``backend_config``."""
 
     tensorflow_config: TensorflowConfig | None = None
 
-    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+    config_field: ClassVar[str] = "tensorflow_config"
+    config_type: ClassVar[type[BackendConfig]] = TensorflowConfig
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        config = self.tensorflow_config
-        if config is not None and not isinstance(config, TensorflowConfig):
-            raise ValueError(
-                f"tensorflow_config must be a TensorflowConfig, got {type(config).__name__}. "
-                "HINT: tensorflow_config=TensorflowConfig()"
-            )
+    def backend(self, scaling: ScalingConfig) -> TensorflowConfig:
+        # TensorFlow's thread pools sized to each worker's CPUs, unless set
+        config: TensorflowConfig = super().backend(scaling)
+        return config.with_default_threads(scaling.num_cpus_per_worker)
 
 
 class TensorflowTrainer(DataParallelTrainer):
@@ -52,16 +50,3 @@ class TensorflowTrainer(DataParallelTrainer):
     """
 
     Spec = TensorflowTrainerSpec
-
-    def _worker_setup(self) -> WorkerSetup:
-        spec = self._spec
-        assert isinstance(spec, TensorflowTrainerSpec) and spec.train_loop_per_worker is not None
-        backend = with_threads(spec.tensorflow_config or TensorflowConfig(), self.scaling_config)
-        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)
-
-
-def with_threads(config: TensorflowConfig, scaling: ScalingConfig) -> TensorflowConfig:
-    """``config`` with TensorFlow's thread pools sized to each worker's CPUs, unless set."""
-    if config.num_threads is not None:
-        return config
-    return replace(config, num_threads=max(1, int(scaling.num_cpus_per_worker)))

@@ -6,31 +6,29 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lockstep._core.config import ScalingConfig
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.torch import TorchConfig
-from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
+from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchTrainerSpec(TrainerSpec):
+class TorchTrainerSpec(FrameworkTrainerSpec):
     """TorchTrainer's arguments: DataParallelTrainer's, with ``torch_config`` for the
     process group instead of ``backend_config``."""
 
     torch_config: TorchConfig | None = None
 
-    not_taken: ClassVar[tuple[str, ...]] = ("backend_config",)
+    config_field: ClassVar[str] = "torch_config"
+    config_type: ClassVar[type[BackendConfig]] = TorchConfig
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.torch_config is not None and not isinstance(self.torch_config, TorchConfig):
-            raise ValueError(
-                f"torch_config must be a TorchConfig, got {type(self.torch_config).__name__}. "
-                'HINT: torch_config=TorchConfig(backend="gloo")'
-            )
-        self.backend_config_for(ScalingConfig.coerce(self.scaling_config))
+        self.backend(ScalingConfig.coerce(self.scaling_config))  # gloo or NCCL fits the devices
 
-    def backend_config_for(self, scaling: ScalingConfig) -> TorchConfig:
+    def backend(self, scaling: ScalingConfig) -> TorchConfig:
         """The process group's config for the workers' devices (gloo, or NCCL on GPUs)."""
-        return (self.torch_config or TorchConfig()).for_devices(scaling.use_gpu)
+        config: TorchConfig = super().backend(scaling)
+        return config.for_devices(scaling.use_gpu)
 
 
 class TorchTrainer(DataParallelTrainer):
@@ -56,9 +54,3 @@ class TorchTrainer(DataParallelTrainer):
     """
 
     Spec = TorchTrainerSpec
-
-    def _worker_setup(self) -> WorkerSetup:
-        spec = self._spec
-        assert isinstance(spec, TorchTrainerSpec) and spec.train_loop_per_worker is not None
-        backend = spec.backend_config_for(self.scaling_config)
-        return WorkerSetup(spec.train_loop_per_worker, spec.train_loop_config, backend)

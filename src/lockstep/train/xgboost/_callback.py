@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import xgboost
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._gbdt import ReportPolicy, load_model_file
+from lockstep.train._gbdt import GBDTReportCallback
 
 
-class RayTrainReportCallback(xgboost.callback.TrainingCallback):
+class RayTrainReportCallback(GBDTReportCallback, xgboost.callback.TrainingCallback):
     """Reports every round's evaluation metrics, and checkpoints the booster.
 
     Pass it to ``xgboost.train(..., callbacks=[RayTrainReportCallback()])`` in a training
@@ -49,59 +47,30 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
     """
 
     CHECKPOINT_NAME = "model.ubj"
-
-    def __init__(
-        self,
-        metrics: str | list[str] | dict[str, str] | None = None,
-        filename: str = CHECKPOINT_NAME,
-        frequency: int = 0,
-        checkpoint_at_end: bool = True,
-        results_postprocessing_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> None:
-        super().__init__()
-        self._policy = ReportPolicy(
-            metrics=metrics,
-            filename=filename,
-            frequency=frequency,
-            checkpoint_at_end=checkpoint_at_end,
-            results_postprocessing_fn=results_postprocessing_fn,
-        )
-        # The classic trainer knows the last round, so its final checkpoint goes with that
-        # round's report instead of a report of its own after training.
-        self._final_round: int | None = None
+    # The classic trainer knows the last round, so its final checkpoint goes with that
+    # round's report instead of a report of its own after training.
+    _final_round: int | None = None
 
     @classmethod
-    def get_model(cls, checkpoint: Checkpoint, filename: str = CHECKPOINT_NAME) -> xgboost.Booster:
-        """The booster saved in ``checkpoint``.
-
-        Example:
-            >>> import os, tempfile, numpy as np, xgboost
-            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 2)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     booster.save_model(os.path.join(d, "model.ubj"))
-            ...     RayTrainReportCallback.get_model(Checkpoint(d)).num_boosted_rounds()
-            2
-        """
+    def _load_booster(cls, path: str) -> xgboost.Booster:
         booster = xgboost.Booster()
-        load_model_file(checkpoint, filename, booster.load_model, "booster")
+        booster.load_model(path)
         return booster
 
     def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
         """Report this round's metrics, with the booster when a checkpoint is due."""
-        policy = self._policy
-        metrics = policy.select(flatten(evals_log))
+        metrics = self._select(flatten(evals_log))
         rounds = model.num_boosted_rounds()
-        final = rounds == self._final_round and policy.checkpoint_at_end
-        save = model.save_model if policy.due(rounds) or final else None
-        policy.report(metrics, rounds, save)
+        final = rounds == self._final_round and self._checkpoint_at_end
+        save = model.save_model if self._due(rounds) or final else None
+        self._report(metrics, rounds, save)
         return False
 
     def after_training(self, model: Any) -> Any:
         """Checkpoint the final booster unless the last round already did."""
-        policy = self._policy
         rounds = model.num_boosted_rounds()
-        if policy.checkpoint_at_end and policy.checkpointed_rounds != rounds:
-            policy.report(policy.last_metrics, rounds, model.save_model)
+        if self._checkpoint_at_end and self._checkpointed_rounds != rounds:
+            self._report(self._last_metrics, rounds, model.save_model)
         return model
 
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import xgboost
-
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._framework_checkpoint import save_model
+from lockstep.train._framework_checkpoint import BoosterCheckpoint
 from lockstep.train.xgboost._callback import RayTrainReportCallback
 
 
-class XGBoostCheckpoint(Checkpoint):
+class XGBoostCheckpoint(BoosterCheckpoint):
     """A checkpoint holding an XGBoost booster (``model.ubj``) and its preprocessor.
 
     Example:
@@ -24,15 +19,4 @@ class XGBoostCheckpoint(Checkpoint):
     """
 
     MODEL_FILENAME = RayTrainReportCallback.CHECKPOINT_NAME
-
-    @classmethod
-    def from_model(
-        cls, booster: xgboost.Booster, *, preprocessor: Any = None, path: str | None = None
-    ) -> XGBoostCheckpoint:
-        """A checkpoint of ``booster`` in ``path`` (by default a new temporary directory,
-        which the caller owns)."""
-        return save_model(cls, booster.save_model, cls.MODEL_FILENAME, preprocessor, path)
-
-    def get_model(self) -> xgboost.Booster:
-        """The booster saved in this checkpoint."""
-        return RayTrainReportCallback.get_model(self, self.MODEL_FILENAME)
+    _report_callback = RayTrainReportCallback

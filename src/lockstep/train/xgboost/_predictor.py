@@ -7,20 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import xgboost
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._predictor import Predictor, prediction_frame, select_features
+from lockstep.train._predictor import BoosterPredictor, prediction_frame, select_features
 from lockstep.train.xgboost._callback import RayTrainReportCallback
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class XGBoostPredictor(Predictor):
-    """Predicts with an xgboost booster, after the preprocessor saved with it.
-
-    Args:
-        model: The ``xgboost.Booster``.
-        preprocessor: Applied to every batch first.
+class XGBoostPredictor(BoosterPredictor):
+    """Predicts with an xgboost booster (``model``), after the ``preprocessor`` saved with it.
 
     Example:
         >>> import numpy as np, pandas as pd, xgboost
@@ -32,26 +27,7 @@ class XGBoostPredictor(Predictor):
         True
     """
 
-    def __init__(self, model: Any, preprocessor: Any = None) -> None:
-        super().__init__(preprocessor)
-        self.model = model
-
-    @classmethod
-    def from_checkpoint(
-        cls, checkpoint: Checkpoint, filename: str = RayTrainReportCallback.CHECKPOINT_NAME
-    ) -> XGBoostPredictor:
-        """The booster saved in ``checkpoint`` (as ``filename``), with its preprocessor.
-
-        Example:
-            >>> import os, tempfile, numpy as np, xgboost
-            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(2), label=[0, 1]), 3)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     booster.save_model(os.path.join(d, "model.ubj"))
-            ...     XGBoostPredictor.from_checkpoint(Checkpoint(d)).model.num_boosted_rounds()
-            3
-        """
-        model = RayTrainReportCallback.get_model(checkpoint, filename)
-        return cls(model, preprocessor=checkpoint.get_preprocessor())
+    _report_callback = RayTrainReportCallback
 
     def _predict_pandas(
         self,

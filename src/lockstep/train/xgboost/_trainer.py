@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import xgboost
 
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.xgboost import XGBoostConfig
 from lockstep.train._gbdt import (
     GBDTTrainer,
@@ -20,7 +20,6 @@ from lockstep.train._gbdt import (
     worker_threads,
 )
 from lockstep.train._session import get_checkpoint
-from lockstep.train._trainer import _check_type
 from lockstep.train.xgboost._callback import RayTrainReportCallback
 
 
@@ -31,13 +30,8 @@ class XGBoostTrainerSpec(GBDTTrainerSpec):
     xgboost_config: XGBoostConfig | None = None
 
     trainer: ClassVar[str] = "XGBoostTrainer"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_type(self.xgboost_config, XGBoostConfig, "xgboost_config")
-
-    def framework_config(self) -> XGBoostConfig:
-        return self.xgboost_config or XGBoostConfig()
+    config_field: ClassVar[str] = "xgboost_config"
+    config_type: ClassVar[type[BackendConfig]] = XGBoostConfig
 
 
 class XGBoostTrainer(GBDTTrainer):
@@ -98,6 +92,7 @@ class XGBoostTrainer(GBDTTrainer):
     """
 
     Spec = XGBoostTrainerSpec
+    _report_callback = RayTrainReportCallback
 
     def _classic_loop(self) -> Callable[[dict[str, Any]], Any]:
         return _train_loop
@@ -107,20 +102,6 @@ class XGBoostTrainer(GBDTTrainer):
         if self.scaling_config.use_gpu and params.get("tree_method") != "gpu_hist":
             set_default(params, ["device"], "cuda")
         return params
-
-    @classmethod
-    def get_model(cls, checkpoint: Checkpoint) -> xgboost.Booster:
-        """The booster saved in ``checkpoint`` (by either form's report callback).
-
-        Example:
-            >>> import os, tempfile, numpy as np, xgboost
-            >>> booster = xgboost.train({}, xgboost.DMatrix(np.eye(3), label=[0, 1, 2]), 4)
-            >>> with tempfile.TemporaryDirectory() as d:
-            ...     booster.save_model(os.path.join(d, "model.ubj"))
-            ...     XGBoostTrainer.get_model(Checkpoint(d)).num_boosted_rounds()
-            4
-        """
-        return RayTrainReportCallback.get_model(checkpoint)
 
 
 def _train_loop(config: dict[str, Any]) -> dict[str, int]:
@@ -187,6 +168,6 @@ def _report_finished(
             for v in (values if isinstance(values, list) else [values])
         ]
     )
-    metrics = callback._policy.select(parse_eval(booster.eval_set(evals)))
-    save = booster.save_model if callback._policy.checkpoint_at_end else None
-    callback._policy.report(metrics, booster.num_boosted_rounds(), save)
+    metrics = callback._select(parse_eval(booster.eval_set(evals)))
+    save = booster.save_model if callback._checkpoint_at_end else None
+    callback._report(metrics, booster.num_boosted_rounds(), save)

@@ -70,7 +70,21 @@ class Searcher:
         return False
 
 
-class ConcurrencyLimiter(Searcher):
+class _Wrapper(Searcher):
+    """A searcher around another one (``searcher``), whose metric and mode it shares."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        super().__init__(searcher.metric, searcher.mode)
+        self.searcher = searcher
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
+    ) -> bool:
+        super().set_search_properties(metric, mode, config)
+        return self.searcher.set_search_properties(metric, mode, config, **spec)
+
+
+class ConcurrencyLimiter(_Wrapper):
     """Lets at most ``max_concurrent`` trials of ``searcher`` run at once.
 
     Example:
@@ -85,18 +99,11 @@ class ConcurrencyLimiter(Searcher):
             raise ValueError(f"max_concurrent must be an integer, got {max_concurrent!r}")
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
-        super().__init__(searcher.metric, searcher.mode)
-        self.searcher = searcher
+        super().__init__(searcher)
         self.max_concurrent = max_concurrent
         self.batch = batch
         self._live: set[str] = set()
         self._batch_open = True
-
-    def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
-    ) -> bool:
-        super().set_search_properties(metric, mode, config)
-        return self.searcher.set_search_properties(metric, mode, config, **spec)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if len(self._live) >= self.max_concurrent or (self.batch and not self._batch_open):
@@ -129,7 +136,7 @@ class ConcurrencyLimiter(Searcher):
 INDEX_KEY = "__trial_index__"
 
 
-class Repeater(Searcher):
+class Repeater(_Wrapper):
     """Runs every config of ``searcher`` ``repeat`` times; the searcher learns the mean.
 
     With ``set_index`` each repeat's config holds ``__trial_index__`` (0 to repeat - 1),
@@ -144,8 +151,7 @@ class Repeater(Searcher):
     def __init__(self, searcher: Searcher, repeat: int = 1, set_index: bool = True) -> None:
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
             raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
-        super().__init__(searcher.metric, searcher.mode)
-        self.searcher = searcher
+        super().__init__(searcher)
         self.repeat = repeat
         self.set_index = set_index
         self._current: tuple[str, dict[str, Any]] | None = None
@@ -153,12 +159,6 @@ class Repeater(Searcher):
         self._group_of: dict[str, str] = {}
         self._scores: dict[str, list[float]] = defaultdict(list)
         self._done: dict[str, int] = defaultdict(int)
-
-    def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
-    ) -> bool:
-        super().set_search_properties(metric, mode, config)
-        return self.searcher.set_search_properties(metric, mode, config, **spec)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._current is None or self._given >= self.repeat:

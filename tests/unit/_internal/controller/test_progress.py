@@ -20,6 +20,13 @@ def progress(verbose: int = 1, **kwargs) -> tuple[Progress, io.StringIO]:
     ), out
 
 
+def workers_running(p: Progress) -> None:
+    """Take ``p`` through a fresh run's start to its workers running."""
+    p.start(resumed_from=None)
+    p.starting(0)
+    p.workers_started()
+
+
 def test_the_score_attribute_and_losses_come_first():
     metrics = {"epoch": 3, "acc": 0.9, "val_loss": 0.1, "loss": 0.2, "lr": 0.01, "tag": "x"}
     assert choose_metrics(metrics, None, "acc") == ["acc", "val_loss", "loss"]
@@ -37,9 +44,7 @@ def test_a_line_is_cut_with_an_ellipsis():
 
 def test_summary_names_the_best_checkpoint_and_how_to_see_the_run():
     p, out = progress(score_attribute="acc")
-    p.start(resumed_from=None)
-    p.starting(0)
-    p.workers_started()
+    workers_running(p)
     p.step(1, {"acc": 0.5, "loss": 1.0}, "checkpoint_000000")
     p.restarting("rank 1 (pid 7) was killed by SIGKILL")
     p.step(2, {"acc": 0.75, "loss": 0.5}, "checkpoint_000001")
@@ -80,9 +85,7 @@ def test_an_elastic_resize_is_said_and_the_next_start_shows_the_new_size():
 
 def test_total_gives_iterations_out_of_it_and_an_eta():
     p, out = progress(total=10)
-    p.start(resumed_from=None)
-    p.starting(0)
-    p.workers_started()
+    workers_running(p)
     p.step(4, {"loss": 0.5}, None)
     line = out.getvalue().splitlines()[-1]
     assert re.search(r"\| iter 4/10 \| \d+\.\ds elapsed, ETA \d+\.\ds \| loss=0\.5 \| ", line), line
@@ -101,9 +104,7 @@ def test_verbose_two_and_three_print_every_report(verbose, expected):
 
 def test_verbose_zero_is_silent():
     p, out = progress(verbose=0)
-    p.start(resumed_from=None)
-    p.starting(0)
-    p.workers_started()
+    workers_running(p)
     p.step(1, {"loss": 0.5}, None)
     p.stop(RunSummary("finished"))
     assert out.getvalue() == ""

@@ -4,11 +4,7 @@ import os
 
 from lockstep._core.result import read_results
 from lockstep._core.storage import StorageDir
-from lockstep._internal.controller.run_log import Journal, RunLog, flatten
-
-
-def test_flatten():
-    assert flatten({"a": 1, "b": {"c": 2, "d": {"e": 3}}}) == {"a": 1, "b/c": 2, "b/d/e": 3}
+from lockstep._internal.controller.run_log import Journal, RunLog
 
 
 def test_lines_and_csv_grow_columns(tmp_path):

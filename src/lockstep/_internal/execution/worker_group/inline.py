@@ -33,12 +33,7 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
         assert spec.num_workers == 1, "the inline group runs exactly one worker"
         return {
-            0: TrainContext(
-                world_rank=0,
-                world_size=1,
-                local_rank=0,
-                local_world_size=1,
-                node_rank=0,
+            0: TrainContext.single_worker(
                 experiment_name=spec.experiment_name,
                 run_path=spec.run_dir.uri,
                 metadata=spec.metadata,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -114,47 +114,25 @@ class RayReportCallback(KerasCallback, abc.ABC):  # type: ignore[misc,valid-type
     def _report_metrics(self, metrics: dict[str, Any]) -> None:
         """Report ``metrics`` alone."""
 
-    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self._handle(logs, "epoch_begin")
 
-    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        self._handle(logs, "epoch_end")
+def _reporting_hook(when: str) -> Callable[..., None]:
+    """Keras's ``on_<when>`` hook, reporting as the callback was told to for ``when``."""
+    if when.startswith("epoch_") or "_batch_" in when:  # these get the epoch or batch first
 
-    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "train_batch_begin")
+        def hook(self: RayReportCallback, index: int, logs: Any = None) -> None:
+            self._handle(logs, when)
 
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "train_batch_end")
+    else:
 
-    def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "test_batch_begin")
+        def hook(self: RayReportCallback, logs: Any = None) -> None:  # type: ignore[misc]
+            self._handle(logs, when)
 
-    def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "test_batch_end")
+    hook.__name__ = hook.__qualname__ = f"on_{when}"
+    return hook
 
-    def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "predict_batch_begin")
 
-    def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._handle(logs, "predict_batch_end")
-
-    def on_train_begin(self, logs: Any = None) -> None:
-        self._handle(logs, "train_begin")
-
-    def on_train_end(self, logs: Any = None) -> None:
-        self._handle(logs, "train_end")
-
-    def on_test_begin(self, logs: Any = None) -> None:
-        self._handle(logs, "test_begin")
-
-    def on_test_end(self, logs: Any = None) -> None:
-        self._handle(logs, "test_end")
-
-    def on_predict_begin(self, logs: Any = None) -> None:
-        self._handle(logs, "predict_begin")
-
-    def on_predict_end(self, logs: Any = None) -> None:
-        self._handle(logs, "predict_end")
+for _when in HOOKS:
+    setattr(RayReportCallback, f"on_{_when}", _reporting_hook(_when))
 
 
 class ReportCheckpointCallback(RayReportCallback):
