@@ -16,6 +16,7 @@ from lockstep.train import FailureConfig, RunConfig, ScalingConfig
 
 EPOCHS = 10
 
+
 @pytest.fixture
 def torch_fork_server():
     """A fork server forked after torch was imported, so that every restarted worker has
