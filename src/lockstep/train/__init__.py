@@ -47,6 +47,7 @@ from lockstep.train._session import (
     get_checkpoint,
     get_context,
     get_dataset_shard,
+    heartbeat,
     report,
 )
 from lockstep.train._trainer import DataParallelTrainer
@@ -87,6 +88,7 @@ __all__ = [
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "heartbeat",
     "integrations",
     "load_checkpoint",
     "local_rank",

@@ -30,7 +30,7 @@ from lockstep._core.errors import (
 )
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
-from lockstep._internal.controller import interrupts
+from lockstep._internal.controller import hang, interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.progress import Progress, RunSummary
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
@@ -40,6 +40,7 @@ from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
+    Heartbeat,
     Report,
     Returned,
     StepDone,
@@ -127,6 +128,7 @@ class TrainController:
         self._hooks = TrialHooks(tune_callbacks, trial, time_offset=time_offset)
         self._uploads = Uploads(spec.run_dir.upload_dir)
         self._stop_reason: str | None = None
+        self._hang = hang.HangWatch(getattr(failure_policy, "hang_timeout_s", None))
         self.state: State = Starting(attempt=0)
 
     def request_stop(self, reason: str) -> None:
@@ -227,6 +229,7 @@ class TrainController:
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
         self._progress.workers_started()
+        self._hang.progress()
         return Running(attempt=state.attempt)
 
     def _poll(self, state: Running) -> State:
@@ -245,7 +248,35 @@ class TrainController:
             return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
+        if self._hang.overdue():
+            return self._on_failures(state.attempt, self._hang_failure(state.attempt))
         return state
+
+    def _hang_failure(self, attempt: int) -> dict[int, WorkerFailure]:
+        """No rank made progress for ``hang_timeout_s``: collect every rank's stack, write
+        them to ``errors/attempt_N.txt``, and name the rank that is stuck."""
+        assert self._group is not None
+        idle = self._hang.idle_s()
+        collect = getattr(self._group, "collect_stacks", None)
+        stacks = collect() if collect is not None else {}
+        counts = self._steps.counts()
+        running = [r for r in range(self._spec.num_workers) if r not in self._return_values]
+        ranks = {
+            rank: hang.RankState(
+                pid=stacks[rank][0] if rank in stacks else None,
+                num_reports=counts.get(rank, 0),
+                stacks=stacks[rank][1] if rank in stacks else "",
+            )
+            for rank in running
+        }
+        failure = hang.hang_failure(ranks, idle_s=idle, waiting_step=self._steps.next_step + 1)
+        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
+        try:
+            self._spec.run_dir.makedirs(storage.ERRORS_DIR)
+            self._spec.run_dir.write_atomic(name, hang.stacks_text(failure.summary, ranks).encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=1)
+        return {failure.rank: failure}
 
     def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
         """A closed connection or a timed-out collective is caused by a failure elsewhere
@@ -264,10 +295,13 @@ class TrainController:
                     failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
-        if isinstance(event, Report):
-            for step in self._steps.add(event):
-                self._record(step)
+        if isinstance(event, Report | Heartbeat):
+            self._hang.progress()
+            if isinstance(event, Report):
+                for step in self._steps.add(event):
+                    self._record(step)
         elif isinstance(event, Returned):
+            self._hang.progress()
             self._progress.worker_stopped()
             self._return_values[event.rank] = event.return_value
             if event.dropped is not None:

@@ -22,6 +22,7 @@ class FailurePolicy:
 
     def __init__(self, config: FailureConfig) -> None:
         self._max_failures = config.max_failures
+        self.hang_timeout_s = config.hang_timeout_s  # the controller's hang watchdog
 
     def decide(self, failures: dict[int, WorkerFailure], num_restarts: int) -> FailureDecision:
         if not all(f.retryable for f in failures.values()):

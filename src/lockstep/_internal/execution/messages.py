@@ -1,11 +1,12 @@
 """Messages between the driver and its workers, one connection per worker.
 
-Worker to driver: Report, CollectiveRequest, Returned, Failed.
+Worker to driver: Report, Heartbeat, CollectiveRequest, Returned, Failed.
 Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,11 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.storage import StorageDir
+
+# The signal on which a worker writes its threads' stacks to WorkerStart.stack_file: the
+# handler is faulthandler's, in C, so it answers even while Python code cannot run (a
+# rank blocked in a C collective).
+STACK_SIGNAL = signal.SIGUSR1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,8 @@ class WorkerStart:
             ``get_all_reported_checkpoints()``.
         driver_host: The driver's host name: a worker on the same host hands ASYNC
             checkpoint uploads to the driver.
+        stack_file: Where the worker writes every thread's Python stack when it receives
+            :data:`STACK_SIGNAL` (hang detection), or None.
     """
 
     context: TrainContext
@@ -49,6 +57,14 @@ class WorkerStart:
     cpus: tuple[int, ...] | None = None
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
     driver_host: str = ""
+    stack_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """``train.heartbeat()``: the worker is alive and making progress inside a long step."""
+
+    rank: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,4 +156,4 @@ class Failed:
     failure: WorkerFailure
 
 
-WorkerEvent = Report | Returned | Failed
+WorkerEvent = Report | Heartbeat | Returned | Failed

@@ -19,7 +19,7 @@ from typing import Any
 
 from lockstep._core.errors import UsageError, WorkerFailure
 from lockstep._core.storage import MARKER_FILE
-from lockstep._internal.execution.messages import Failed, Returned, WorkerStart
+from lockstep._internal.execution.messages import STACK_SIGNAL, Failed, Returned, WorkerStart
 from lockstep._internal.execution.worker import session as session_module
 
 
@@ -36,6 +36,7 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         start = conn.recv()
     if not in_process:
         _extend_sys_path(start.sys_path)
+        _dump_stacks_on_signal(start.stack_file)
     on_lost = None if in_process else _exit_now
     session = session_module.Session(conn, start, on_driver_lost=on_lost)
     session_module.install(session, process_wide=not in_process)
@@ -61,6 +62,25 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
             backend.on_worker_shutdown(start.context)
         finally:
             session_module.install(None, process_wide=not in_process)
+
+
+def _dump_stacks_on_signal(path: str | None) -> None:
+    """On STACK_SIGNAL, write every thread's stack to ``path`` (the driver's hang
+    watchdog asks). faulthandler's handler is C code: it answers even while the training
+    function is blocked in C (a collective), where a Python handler would never run."""
+    if path is None:
+        return
+    import faulthandler
+    import threading
+
+    try:
+        stacks = open(path, "w", encoding="utf-8")  # noqa: SIM115 - kept open for the handler
+    except OSError:
+        return  # on another node than the driver: no stacks from this rank
+    # The training function runs in this thread: the driver looks for its stack.
+    stacks.write(f"main thread 0x{threading.get_ident():016x}\n")
+    stacks.flush()
+    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
 
 
 def _check_run_dir_visible(start: WorkerStart) -> None:

@@ -25,6 +25,7 @@ from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
+    Heartbeat,
     Report,
     StepDone,
     Stop,
@@ -35,6 +36,9 @@ from lockstep._internal.execution.worker.report_checks import (
     check_score,
     clean_metrics,
 )
+
+
+HEARTBEAT_INTERVAL_S = 1.0  # the least time between two heartbeats a worker sends
 
 
 class DriverLostError(RuntimeError):
@@ -94,6 +98,7 @@ class Session:
         self._lost = False
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
+        self._last_heartbeat = float("-inf")
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -194,6 +199,14 @@ class Session:
         self._send(report)
         self._num_reports += 1
         reply.wait()
+
+    def heartbeat(self) -> None:
+        """Tell the driver this rank is making progress; at most one message a second, so
+        that calling it in every iteration of a tight loop costs next to nothing."""
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_INTERVAL_S:
+            self._last_heartbeat = now
+            self._send(Heartbeat(self.context.world_rank))
 
     def get_all_reported_checkpoints(self) -> list[ReportedCheckpoint]:
         """Every retained checkpoint, once this worker's ASYNC ones are committed."""

@@ -13,11 +13,14 @@ commits, so the controller must be able to tell them.
 from __future__ import annotations
 
 import abc
+import os
 import selectors
+import shutil
 import socket
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -27,10 +30,12 @@ from lockstep._core.errors import WorkerFailure
 from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend
 from lockstep._internal.execution.messages import (
+    STACK_SIGNAL,
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
     Failed,
+    Heartbeat,
     Report,
     Returned,
     StepDone,
@@ -111,6 +116,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
+        self._stack_dir: str | None = None  # where the workers write their stacks
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -119,8 +125,40 @@ class ConnectedWorkerGroup(abc.ABC):
         contexts = self._contexts(spec)
         self._backend = spec.backend
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
-        starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
+        self._stack_dir = tempfile.mkdtemp(prefix="lockstep-stacks-")
+        starts = {
+            rank: replace(spec.worker_start(c), stack_file=self._stack_file(rank))
+            for rank, c in contexts.items()
+        }
         self._conns = self._launch(spec, starts)
+
+    def _stack_file(self, rank: int) -> str:
+        assert self._stack_dir is not None
+        return os.path.join(self._stack_dir, f"rank{rank}.txt")
+
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
+
+        Each worker writes them from a signal handler in C, so a worker stuck in C code
+        answers too; a rank that has not set the handler up yet, or is on another node,
+        is left out.
+        """
+        pids = {
+            rank: pid
+            for rank, pid in self._worker_pids().items()
+            if rank not in self._done and os.path.exists(self._stack_file(rank))
+        }
+        for rank, pid in list(pids.items()):
+            try:
+                os.kill(pid, STACK_SIGNAL)
+            except OSError:
+                del pids[rank]
+        texts = _read_when_written({r: self._stack_file(r) for r in pids}, timeout)
+        return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+
+    def _worker_pids(self) -> dict[int, int]:
+        """The pid of each worker running on this machine, by rank."""
+        return {}
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
@@ -180,6 +218,9 @@ class ConnectedWorkerGroup(abc.ABC):
             backend, self._backend = self._backend, None
             if backend is not None:
                 backend.on_group_shutdown()
+            if self._stack_dir is not None:
+                shutil.rmtree(self._stack_dir, ignore_errors=True)
+                self._stack_dir = None
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
@@ -252,7 +293,7 @@ class ConnectedWorkerGroup(abc.ABC):
             events.append(message)
             self._answer(self._relay.on_finished(rank))
         else:
-            assert isinstance(message, Report), message
+            assert isinstance(message, Report | Heartbeat), message
             events.append(message)
 
     def _answer(self, outcome: tuple[list[int], CollectiveReply] | None) -> None:
@@ -313,6 +354,25 @@ class ByValue:
 
 
 _MAX_BATCH = 256  # messages taken from one worker before the others get a turn
+
+
+def _read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
+    """The text of each file once a stack dump follows its first line and the file
+    stopped growing (the handler writes it in a burst), or what is there at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    texts: dict[int, str] = dict.fromkeys(paths, "")
+    settled: set[int] = set()
+    while len(settled) < len(paths) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the dump is written by the workers; nothing to wait on but the files
+        for rank, path in paths.items():
+            if rank in settled:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            if text == texts[rank] and text.count("\n") > 1:
+                settled.add(rank)
+            texts[rank] = text
+    return texts
 
 
 def lost_connection(rank: int, pid: int | None) -> WorkerFailure:

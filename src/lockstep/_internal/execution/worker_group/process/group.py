@@ -143,6 +143,9 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             time=time.time(),
         )
 
+    def _worker_pids(self) -> dict[int, int]:
+        return {rank: proc.pid for rank, proc in self._procs.items() if proc.poll() is None}
+
     def _exit_waitables(self) -> dict[int, int]:
         return {fd: rank for rank, fd in self._pidfds.items()}
 
