@@ -37,7 +37,6 @@ from lockstep._internal.execution.worker.report_checks import (
     clean_metrics,
 )
 
-
 HEARTBEAT_INTERVAL_S = 1.0  # the least time between two heartbeats a worker sends
 
 
