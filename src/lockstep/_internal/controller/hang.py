@@ -168,8 +168,10 @@ def hang_failure(
         ...         '  File "/src/train.py", line {} in {}\\n')
         >>> ranks = {0: RankState(7, 3, dump.format(1, "report")),
         ...          1: RankState(8, 2, dump.format(31, "stuck_here"))}
-        >>> print(hang_failure(ranks, idle_s=60.0, waiting_step=3).summary.replace("; ", ";\n"))
-        rank 1 (pid 8) made no progress for 60 s, in stuck_here() at train.py:31;
+        >>> summary = hang_failure(ranks, idle_s=60.0, waiting_step=3).summary
+        >>> for part in summary.split("; "):
+        ...     print(part)
+        rank 1 (pid 8) made no progress for 60 s, in stuck_here() at train.py:31
         rank 0 waiting in report() for step 3
     """
     waits = {rank: waiting_in(main_frames(s.stacks)) for rank, s in ranks.items()}
