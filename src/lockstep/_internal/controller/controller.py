@@ -261,11 +261,13 @@ class TrainController:
         stacks = collect() if collect is not None else {}
         counts = self._steps.counts()
         running = [r for r in range(self._spec.num_workers) if r not in self._return_values]
+        waiting = set(self._steps.waiting())
         ranks = {
             rank: hang.RankState(
                 pid=stacks[rank][0] if rank in stacks else None,
                 num_reports=counts.get(rank, 0),
                 stacks=stacks[rank][1] if rank in stacks else "",
+                in_report=rank in waiting,
             )
             for rank in running
         }

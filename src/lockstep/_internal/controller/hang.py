@@ -156,6 +156,7 @@ class RankState:
     pid: int | None
     num_reports: int
     stacks: str  # faulthandler's text; empty when the rank did not answer
+    in_report: bool = False  # reported a step the others have not reached
 
 
 def hang_failure(
@@ -166,7 +167,7 @@ def hang_failure(
     Example:
         >>> dump = ('main thread 0x01\\nCurrent thread 0x01 (most recent call first):\\n'
         ...         '  File "/src/train.py", line {} in {}\\n')
-        >>> ranks = {0: RankState(7, 3, dump.format(1, "report")),
+        >>> ranks = {0: RankState(7, 3, dump.format(1, "train_func"), in_report=True),
         ...          1: RankState(8, 2, dump.format(31, "stuck_here"))}
         >>> summary = hang_failure(ranks, idle_s=60.0, waiting_step=3).summary
         >>> for part in summary.split("; "):
@@ -174,7 +175,10 @@ def hang_failure(
         rank 1 (pid 8) made no progress for 60 s, in stuck_here() at train.py:31
         rank 0 waiting in report() for step 3
     """
-    waits = {rank: waiting_in(main_frames(s.stacks)) for rank, s in ranks.items()}
+    waits = {
+        rank: "report()" if s.in_report else waiting_in(main_frames(s.stacks))
+        for rank, s in ranks.items()
+    }
     culprit = _culprit(ranks, waits)
     state = ranks[culprit]
     frames = main_frames(state.stacks)
