@@ -251,6 +251,10 @@ class ConnectedWorkerGroup(abc.ABC):
         """Stop every worker still running and wait until they are gone; the ranks in
         ``finished`` returned or failed already."""
 
+    def _explain(self, failure: WorkerFailure) -> WorkerFailure:
+        """A failure the worker sent, with what only the group knows added (its output)."""
+        return failure
+
     def _exit_waitables(self) -> dict[Any, int]:
         """Objects (for ``multiprocessing.connection.wait``) that become ready when a
         worker ends, by rank: seen even while a child of the worker holds its connection."""
@@ -290,6 +294,8 @@ class ConnectedWorkerGroup(abc.ABC):
             self._answer(self._relay.on_request(message))
         elif isinstance(message, Returned | Failed):
             self._done.add(rank)
+            if isinstance(message, Failed):
+                message = Failed(self._explain(message.failure))
             events.append(message)
             self._answer(self._relay.on_finished(rank))
         else:
