@@ -4,8 +4,10 @@
 spawned process timing 2000 round trips of the same dict over a multiprocessing pipe to
 this process, which answers each (report() is one such round trip through the driver).
 Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the driver.
+With ``--hang-timeout-s S``, the same run also times report() with hang detection on
+(``FailureConfig(hang_timeout_s=S)``) and prints its p50 against the run without it.
 
-    python benchmarks/report_latency.py [--reports 2000]
+    python benchmarks/report_latency.py [--reports 2000] [--hang-timeout-s 600]
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 import time
 
 from lockstep import train
-from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig, ScalingConfig
 
 
 def timed_reports(config: dict) -> None:
@@ -50,22 +52,49 @@ class LastStep(train.UserCallback):
         self.metrics = metrics
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=int, default=2000)
-    args = parser.parse_args()
+def run_reports(reports: int, hang_timeout_s: float | None = None) -> tuple[list[float], float]:
+    """Every worker's report() timings, and the whole fit()'s seconds."""
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
         last = LastStep()
         trainer = DataParallelTrainer(
             timed_reports,
-            train_loop_config={"reports": args.reports},
+            train_loop_config={"reports": reports},
             scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=storage, verbose=0, callbacks=[last]),
+            run_config=RunConfig(
+                storage_path=storage,
+                verbose=0,
+                callbacks=[last],
+                failure_config=FailureConfig(hang_timeout_s=hang_timeout_s),
+            ),
         )
         start = time.perf_counter()
         trainer.fit()
         wall = time.perf_counter() - start
-    ours = [t for rank in last.metrics for t in rank["timings"]]
+    return [t for rank in last.metrics for t in rank["timings"]], wall
+
+
+def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int = 3) -> None:
+    """p50 of report() with hang detection on, against off, alternating runs (the best
+    p50 of each: the machine's load only ever adds)."""
+    off, on = [], []
+    for _ in range(repeats):
+        off.append(percentile(run_reports(reports)[0], 50) * 1e3)
+        on.append(percentile(run_reports(reports, hang_timeout_s)[0], 50) * 1e3)
+    print(f"hang detection off: p50 {min(off):.4f} ms (runs: {', '.join(f'{x:.4f}' for x in off)})")
+    print(f"hang detection on:  p50 {min(on):.4f} ms (runs: {', '.join(f'{x:.4f}' for x in on)})")
+    cost = min(on) / min(off) - 1
+    print(f"cost of hang detection: {cost * 100:+.1f}% of report latency (target under 5%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=2000)
+    parser.add_argument("--hang-timeout-s", type=float, default=None)
+    args = parser.parse_args()
+    if args.hang_timeout_s is not None:
+        compare_hang_detection(args.reports, args.hang_timeout_s)
+        return
+    ours, wall = run_reports(args.reports)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=timed_round_trips, args=(child, args.reports))

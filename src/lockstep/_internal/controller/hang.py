@@ -23,7 +23,7 @@ import re
 import sys
 import sysconfig
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lockstep._core.errors import WorkerFailure
@@ -54,15 +54,18 @@ class HangWatch:
         False
     """
 
-    def __init__(self, timeout_s: float | None) -> None:
+    def __init__(
+        self, timeout_s: float | None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.timeout_s = timeout_s
-        self._last = time.monotonic()
+        self._clock = clock
+        self._last = clock()
 
     def progress(self, now: float | None = None) -> None:
-        self._last = time.monotonic() if now is None else now
+        self._last = self._clock() if now is None else now
 
     def idle_s(self, now: float | None = None) -> float:
-        return (time.monotonic() if now is None else now) - self._last
+        return (self._clock() if now is None else now) - self._last
 
     def overdue(self, now: float | None = None) -> bool:
         return self.timeout_s is not None and self.idle_s(now) > self.timeout_s
