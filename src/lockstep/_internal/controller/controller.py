@@ -229,7 +229,7 @@ class TrainController:
         except Exception as exc:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
         self._progress.workers_started()
-        self._hang.progress()
+        self._hang.reset(self._spec.num_workers)
         return Running(attempt=state.attempt)
 
     def _poll(self, state: Running) -> State:
@@ -297,13 +297,16 @@ class TrainController:
                     failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
-        if isinstance(event, Report | Heartbeat):
+        if isinstance(event, Heartbeat) and event.started:
+            self._hang.rank_started(event.rank)
+        elif isinstance(event, Heartbeat):
             self._hang.progress()
-            if isinstance(event, Report):
-                for step in self._steps.add(event):
-                    self._record(step)
+        elif isinstance(event, Report):
+            self._hang.progress()
+            for step in self._steps.add(event):
+                self._record(step)
         elif isinstance(event, Returned):
-            self._hang.progress()
+            self._hang.rank_started(event.rank)  # a rank that is done cannot hang
             self._progress.worker_stopped()
             self._return_values[event.rank] = event.return_value
             if event.dropped is not None:

@@ -45,9 +45,15 @@ class Frame:
 class HangWatch:
     """When the last progress was, and whether it is longer ago than the timeout.
 
+    Armed once every rank has started its training function: a backend's setup (imports,
+    the process group's rendezvous) has timeouts of its own and is no step.
+
     Example:
         >>> watch = HangWatch(60.0)
-        >>> watch.progress(now=100.0)
+        >>> watch.reset(num_workers=1, now=0.0)
+        >>> watch.overdue(now=100.0)  # rank 0 is still setting up
+        False
+        >>> watch.rank_started(0, now=100.0)
         >>> watch.overdue(now=130.0), watch.overdue(now=161.0), watch.idle_s(now=161.0)
         (False, True, 61.0)
         >>> HangWatch(None).overdue(now=1e12)
@@ -60,6 +66,17 @@ class HangWatch:
         self.timeout_s = timeout_s
         self._clock = clock
         self._last = clock()
+        self._num_workers = 0
+        self._started: set[int] = set()
+
+    def reset(self, num_workers: int, now: float | None = None) -> None:
+        """A new attempt of ``num_workers`` ranks, none started yet."""
+        self._num_workers, self._started = num_workers, set()
+        self.progress(now)
+
+    def rank_started(self, rank: int, now: float | None = None) -> None:
+        self._started.add(rank)
+        self.progress(now)
 
     def progress(self, now: float | None = None) -> None:
         self._last = self._clock() if now is None else now
@@ -68,7 +85,11 @@ class HangWatch:
         return (self._clock() if now is None else now) - self._last
 
     def overdue(self, now: float | None = None) -> bool:
-        return self.timeout_s is not None and self.idle_s(now) > self.timeout_s
+        return (
+            self.timeout_s is not None
+            and len(self._started) >= self._num_workers
+            and self.idle_s(now) > self.timeout_s
+        )
 
 
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
@@ -127,11 +148,16 @@ def _is_ours(filename: str) -> bool:
     return filename.startswith(_PACKAGE) and not filename.startswith(_TESTING)
 
 
+def _is_stdlib(filename: str) -> bool:
+    # site-packages lies inside the standard library's directory
+    return filename.startswith(_STDLIB) and not filename.startswith(_LIBRARIES)
+
+
 def innermost_user_frame(frames: list[Frame]) -> Frame | None:
     """The innermost frame of the user's own code: not lockstep's, the standard library's
     or an installed package's; failing that, not lockstep's or the standard library's."""
     outside = [f for f in frames if not _is_ours(f.filename)]
-    not_stdlib = [f for f in outside if not f.filename.startswith(_STDLIB)]
+    not_stdlib = [f for f in outside if not _is_stdlib(f.filename)]
     users = [f for f in not_stdlib if not f.filename.startswith(_LIBRARIES)]
     for candidates in (users, not_stdlib, outside, frames):
         if candidates:
@@ -140,15 +166,18 @@ def innermost_user_frame(frames: list[Frame]) -> Frame | None:
 
 
 def waiting_in(frames: list[Frame]) -> str | None:
-    """``"report()"`` or ``"a collective"`` where the rank waits for the others, else None."""
+    """``"report()"`` or ``"a collective"`` where the rank waits for the others, else None:
+    read from the innermost frame outside the standard library and lockstep's plumbing."""
     for frame in frames:
+        if _is_stdlib(frame.filename):
+            continue
         if _is_ours(frame.filename):
             if frame.function in ("report", "_exchange"):
                 return "report()"
             if frame.function == "_collective":
                 return "a collective"
-        elif _COLLECTIVES.search(frame.filename):
-            return "a collective"
+            continue
+        return "a collective" if _COLLECTIVES.search(frame.filename) else None
     return None
 
 

@@ -62,9 +62,11 @@ class WorkerStart:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """``train.heartbeat()``: the worker is alive and making progress inside a long step."""
+    """``train.heartbeat()``: the worker is alive and making progress inside a long step;
+    ``started``: sent once, when the worker's backend is set up and its function starts."""
 
     rank: int
+    started: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from lockstep._internal.controller.hang import (
     parse_stacks,
     waiting_in,
 )
+from lockstep._internal.execution.messages import Heartbeat
 
 from .fake_group import FakeWorkerGroup
 from .test_controller import make_controller, report
@@ -107,6 +108,9 @@ def test_where_a_rank_waits():
     xgboost = [Frame(f"{SITE}/xgboost/core.py", 2100, "update"), LOOP]
     assert waiting_in(xgboost) == "a collective"
     assert waiting_in([WAIT, USER, LOOP]) is None
+    # a user's callback called by xgboost is the user's code, not xgboost's all-reduce
+    callback = [WAIT, USER, Frame(f"{SITE}/xgboost/callback.py", 268, "after_iteration"), LOOP]
+    assert waiting_in(callback) is None
 
 
 def test_the_rank_not_waiting_is_the_culprit():
@@ -176,7 +180,8 @@ class StuckGroup(FakeWorkerGroup):
 @pytest.mark.parametrize("max_failures", [0, 1])
 def test_the_controller_treats_a_hang_as_a_worker_failure(tmp_path, max_failures):
     now = [0.0]
-    script = [[report(0, 0), report(1, 0)], [report(0, 1)]]  # then nothing, forever
+    started = [Heartbeat(0, started=True), Heartbeat(1, started=True)]
+    script = [[*started, report(0, 0), report(1, 0)], [report(0, 1)]]  # then nothing, forever
     controller, log, run_dir = make_controller(
         tmp_path,
         [script, []],
@@ -210,15 +215,14 @@ def test_the_controller_treats_a_hang_as_a_worker_failure(tmp_path, max_failures
 
 
 def test_heartbeats_and_reports_are_progress(tmp_path):
-    from lockstep._internal.execution.messages import Heartbeat
-
     now = [0.0]
-    script = [[], [Heartbeat(1)], [], [report(0, 0)], []]
+    started = [Heartbeat(0, started=True), Heartbeat(1, started=True)]
+    script = [started, [Heartbeat(1)], [], [report(0, 0)], []]
     controller, log, _ = make_controller(
         tmp_path, [script], hang_timeout_s=1.0, group_class=StuckGroup
     )
-    controller.step()  # started
     controller._hang = HangWatch(1.0, clock=lambda: now[0])
+    controller.step()  # started
     for _ in range(len(script)):
         now[0] += 0.6
         controller.step()
@@ -226,3 +230,17 @@ def test_heartbeats_and_reports_are_progress(tmp_path):
     now[0] += 0.6
     controller.step()
     assert "collect_stacks" in log
+
+
+def test_the_watch_waits_for_every_rank_to_start_its_function(tmp_path):
+    now = [0.0]
+    script = [[Heartbeat(0, started=True)], [], []]  # rank 1 still sets up its backend
+    controller, log, _ = make_controller(
+        tmp_path, [script], hang_timeout_s=1.0, group_class=StuckGroup
+    )
+    controller._hang = HangWatch(1.0, clock=lambda: now[0])
+    controller.step()
+    for _ in range(len(script)):
+        now[0] += 5.0
+        controller.step()
+    assert "collect_stacks" not in log

@@ -19,7 +19,13 @@ from typing import Any
 
 from lockstep._core.errors import UsageError, WorkerFailure
 from lockstep._core.storage import MARKER_FILE
-from lockstep._internal.execution.messages import STACK_SIGNAL, Failed, Returned, WorkerStart
+from lockstep._internal.execution.messages import (
+    STACK_SIGNAL,
+    Failed,
+    Heartbeat,
+    Returned,
+    WorkerStart,
+)
 from lockstep._internal.execution.worker import session as session_module
 
 
@@ -45,6 +51,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
+        # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
+        session.send(Heartbeat(start.context.world_rank, started=True))
         value = _run_function(start.train_fn)
         payload, dropped = _pickle_return_value(value, start.context.world_rank)
         session.close()
