@@ -176,3 +176,26 @@ def test_xgboost_a_rank_blocked_in_its_all_reduce_is_told_apart(tmp_path):
     assert failure.rank == 1 and failure.kind == "hang"
     assert f", in stuck_here() at {HERE}:" in failure.summary
     assert failure.summary.endswith("; rank 0 waiting in a collective")
+
+
+def stuck_for_a_while():
+    threading.Event().wait(3.0)  # a thread cannot be killed: this one ends by itself
+
+
+def inline_hangs():
+    train.report({"step": 0})
+    stuck_for_a_while()
+    train.report({"step": 1})
+
+
+def test_an_inline_run_that_hangs_is_named_too(tmp_path):
+    trainer = DataParallelTrainer(
+        inline_hangs,
+        scaling_config=ScalingConfig(num_workers=0),
+        run_config=run_config(tmp_path),
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.pid, failure.kind) == (0, os.getpid(), "hang")
+    assert f", in stuck_for_a_while() at {HERE}:" in failure.summary
