@@ -147,10 +147,10 @@ class TestFailureConfig:
         assert FailureConfig().hang_timeout_s is None
         assert FailureConfig(hang_timeout_s=0.5).hang_timeout_s == 0.5
         for bad in (0, -1, float("nan"), float("inf")):
-            with pytest.raises(ValueError, match="positive number of seconds.*HINT: give seconds"):
+            with pytest.raises(ValueError, match=r"positive number of seconds.*HINT: give seconds"):
                 FailureConfig(hang_timeout_s=bad)
         for bad in ("600", True):
-            with pytest.raises(ValueError, match="number of seconds or None.*HINT"):
+            with pytest.raises(ValueError, match=r"number of seconds or None.*HINT"):
                 FailureConfig(hang_timeout_s=bad)  # type: ignore[arg-type]
 
 
