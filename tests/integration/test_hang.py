@@ -7,6 +7,7 @@ hang_timeout_s is short here: the hang is the thing being tested.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 
 import pytest
@@ -199,3 +200,28 @@ def test_an_inline_run_that_hangs_is_named_too(tmp_path):
     failure = raised.value.root_cause
     assert (failure.rank, failure.pid, failure.kind) == (0, os.getpid(), "hang")
     assert f", in stuck_for_a_while() at {HERE}:" in failure.summary
+
+
+def slow_checkpoint_upload(config):
+    from lockstep.train import Checkpoint
+
+    def upload(checkpoint, dir_name):
+        threading.Event().wait(2.5)  # a big checkpoint on its way to storage
+        return checkpoint
+
+    with tempfile.TemporaryDirectory() as d:
+        train.report(
+            {"step": 0},
+            checkpoint=Checkpoint.from_directory(d),
+            checkpoint_upload_mode=train.CheckpointUploadMode.NO_UPLOAD,
+            checkpoint_upload_fn=upload,
+        )
+
+
+def test_writing_a_checkpoint_longer_than_the_timeout_is_no_hang(tmp_path):
+    trainer = DataParallelTrainer(
+        slow_checkpoint_upload,
+        scaling_config=TWO,
+        run_config=run_config(tmp_path, hang_timeout_s=1.5),
+    )
+    assert trainer.fit().metrics == {"step": 0}

@@ -302,9 +302,9 @@ class TrainController:
         elif isinstance(event, Heartbeat):
             self._hang.progress()
         elif isinstance(event, Report):
-            self._hang.progress()
             for step in self._steps.add(event):
                 self._record(step)
+            self._hang.progress()  # after the driver's own work on it: a commit may be slow
         elif isinstance(event, Returned):
             self._hang.rank_started(event.rank)  # a rank that is done cannot hang
             self._progress.worker_stopped()
@@ -426,6 +426,7 @@ class TrainController:
                 continue
             checkpoint = self._commit(step, (logged, staged))
             self._announce(step, checkpoint, row)
+            self._hang.progress()
 
     def _settle_uploads(self) -> None:
         """Before a restart or the end: commit every upload of a complete step, and drop

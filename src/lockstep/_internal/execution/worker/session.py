@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import posixpath
@@ -12,7 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -136,9 +137,10 @@ class Session:
         delete = delete_local_checkpoint_after_upload
         if delete is None:  # Ray's default: ASYNC owns the local copy, SYNC leaves it
             delete = mode is CheckpointUploadMode.ASYNC
-        fields = self._persist(
-            checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
-        )
+        with self._beating():  # writing a big checkpoint is progress, not a hang
+            fields = self._persist(
+                checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
+            )
         report = Report(
             self.context.world_rank,
             step,
@@ -206,6 +208,26 @@ class Session:
         if now - self._last_heartbeat >= HEARTBEAT_INTERVAL_S:
             self._last_heartbeat = now
             self._send(Heartbeat(self.context.world_rank))
+
+    @contextlib.contextmanager
+    def _beating(self) -> Iterator[None]:
+        """Send a heartbeat every second while the block runs."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(HEARTBEAT_INTERVAL_S):
+                try:
+                    self._send(Heartbeat(self.context.world_rank))
+                except DriverLostError:
+                    return
+
+        beater = threading.Thread(target=beat, name="lockstep-heartbeat", daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beater.join()
 
     def get_all_reported_checkpoints(self) -> list[ReportedCheckpoint]:
         """Every retained checkpoint, once this worker's ASYNC ones are committed."""
