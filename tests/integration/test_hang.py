@@ -225,3 +225,36 @@ def test_writing_a_checkpoint_longer_than_the_timeout_is_no_hang(tmp_path):
         run_config=run_config(tmp_path, hang_timeout_s=1.5),
     )
     assert trainer.fit().metrics == {"step": 0}
+
+
+def lightgbm_rank1_hangs():
+    import lightgbm
+
+    from lockstep.train.lightgbm import get_network_params
+
+    def hang(env):
+        if env.iteration == 2 and train.get_context().get_world_rank() == 1:
+            stuck_here()
+
+    frame = train.get_dataset_shard("train").materialize().to_pandas()
+    data = lightgbm.Dataset(frame.drop(columns=["target"]), label=frame["target"])
+    params = {"objective": "binary", "verbose": -1, "tree_learner": "data", "pre_partition": True}
+    lightgbm.train({**params, **get_network_params()}, data, num_boost_round=6, callbacks=[hang])
+
+
+def test_lightgbm_a_rank_blocked_in_its_network_is_told_apart(tmp_path):
+    from lockstep.train.lightgbm import LightGBMTrainer
+    from tests.integration.gbdt_data import datasets
+
+    trainer = LightGBMTrainer(
+        lightgbm_rank1_hangs,
+        datasets={"train": datasets()["train"]},
+        scaling_config=TWO,
+        run_config=run_config(tmp_path, hang_timeout_s=2.0),
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert failure.rank == 1 and failure.kind == "hang"
+    assert f", in stuck_here() at {HERE}:" in failure.summary
+    assert failure.summary.endswith("; rank 0 waiting in a collective")

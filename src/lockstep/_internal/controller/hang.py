@@ -166,18 +166,26 @@ def innermost_user_frame(frames: list[Frame]) -> Frame | None:
 
 
 def waiting_in(frames: list[Frame]) -> str | None:
-    """``"report()"`` or ``"a collective"`` where the rank waits for the others, else None:
-    read from the innermost frame outside the standard library and lockstep's plumbing."""
+    """``"report()"`` or ``"a collective"`` where the rank waits for the others, else None.
+
+    Read from the frames inside the innermost user frame: lockstep's ``report()`` or
+    collective, or a framework's collective module anywhere among the library frames
+    there (TensorFlow's runs its all-reduce several calls below its distribute module).
+    """
     for frame in frames:
-        if _is_stdlib(frame.filename):
+        name = frame.filename
+        if _is_stdlib(name):
             continue
-        if _is_ours(frame.filename):
+        if _is_ours(name):
             if frame.function in ("report", "_exchange"):
                 return "report()"
             if frame.function == "_collective":
                 return "a collective"
             continue
-        return "a collective" if _COLLECTIVES.search(frame.filename) else None
+        if _COLLECTIVES.search(name):
+            return "a collective"
+        if not name.startswith(_LIBRARIES):
+            return None  # the user's own code: not waiting for anyone
     return None
 
 

@@ -111,6 +111,14 @@ def test_where_a_rank_waits():
     # a user's callback called by xgboost is the user's code, not xgboost's all-reduce
     callback = [WAIT, USER, Frame(f"{SITE}/xgboost/callback.py", 268, "after_iteration"), LOOP]
     assert waiting_in(callback) is None
+    tensorflow = [
+        Frame(f"{SITE}/tensorflow/python/eager/execute.py", 53, "quick_execute"),
+        Frame(f"{SITE}/tensorflow/python/distribute/cross_device_ops.py", 400, "reduce"),
+        LOOP,
+    ]
+    assert waiting_in(tensorflow) == "a collective"
+    numpy_in_user_code = [Frame(f"{SITE}/numpy/core/fromnumeric.py", 86, "sum"), LOOP]
+    assert waiting_in(numpy_in_user_code) is None
 
 
 def test_the_rank_not_waiting_is_the_culprit():
