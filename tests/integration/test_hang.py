@@ -258,3 +258,27 @@ def test_lightgbm_a_rank_blocked_in_its_network_is_told_apart(tmp_path):
     assert failure.rank == 1 and failure.kind == "hang"
     assert f", in stuck_here() at {HERE}:" in failure.summary
     assert failure.summary.endswith("; rank 0 waiting in a collective")
+
+
+def rank1_hangs_deaf():
+    import signal
+
+    train.report({"step": 0})
+    if train.get_context().get_world_rank() == 1:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # faulthandler's handler is gone
+        stuck_here()
+    train.report({"step": 1})
+
+
+def test_a_rank_that_does_not_answer_the_signal_is_read_with_py_spy(tmp_path):
+    trainer = DataParallelTrainer(
+        rank1_hangs_deaf, scaling_config=TWO, run_config=run_config(tmp_path)
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.kind) == (1, "hang")
+    assert f", in stuck_here() at {HERE}:{line_of(stuck_here, 'Event().wait()')}; " in (
+        failure.summary
+    )
+    assert failure.summary.endswith("; rank 0 waiting in report() for step 2")

@@ -42,6 +42,7 @@ from lockstep._internal.execution.messages import (
     WorkerEvent,
     WorkerStart,
 )
+from lockstep._internal.execution.worker_group import stacks
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
@@ -140,20 +141,22 @@ class ConnectedWorkerGroup(abc.ABC):
         """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
 
         Each worker writes them from a signal handler in C, so a worker stuck in C code
-        answers too; a rank that has not set the handler up yet, or is on another node,
-        is left out.
+        answers too. A worker that has not set the handler up, or does not answer, is
+        read with py-spy when it is installed; a rank on another node is left out.
         """
-        pids = {
-            rank: pid
-            for rank, pid in self._worker_pids().items()
-            if rank not in self._done and os.path.exists(self._stack_file(rank))
-        }
-        for rank, pid in list(pids.items()):
-            try:
-                os.kill(pid, STACK_SIGNAL)
-            except OSError:
-                del pids[rank]
-        texts = _read_when_written({r: self._stack_file(r) for r in pids}, timeout)
+        pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
+        signalled = {}
+        for rank, pid in pids.items():
+            if os.path.exists(self._stack_file(rank)):
+                try:
+                    os.kill(pid, STACK_SIGNAL)
+                    signalled[rank] = self._stack_file(rank)
+                except OSError:
+                    continue
+        texts = stacks.read_when_written(signalled, timeout)
+        for rank, pid in pids.items():
+            if not stacks.has_stack(texts.get(rank, "")):
+                texts[rank] = stacks.py_spy_dump(pid)
         return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
 
     def _worker_pids(self) -> dict[int, int]:
@@ -360,25 +363,6 @@ class ByValue:
 
 
 _MAX_BATCH = 256  # messages taken from one worker before the others get a turn
-
-
-def _read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
-    """The text of each file once a stack dump follows its first line and the file
-    stopped growing (the handler writes it in a burst), or what is there at ``timeout``."""
-    deadline = time.monotonic() + timeout
-    texts: dict[int, str] = dict.fromkeys(paths, "")
-    settled: set[int] = set()
-    while len(settled) < len(paths) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the dump is written by the workers; nothing to wait on but the files
-        for rank, path in paths.items():
-            if rank in settled:
-                continue
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            if text == texts[rank] and text.count("\n") > 1:
-                settled.add(rank)
-            texts[rank] = text
-    return texts
 
 
 def lost_connection(rank: int, pid: int | None) -> WorkerFailure:
