@@ -33,7 +33,7 @@ from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 from lockstep._internal.execution.worker_group.process.output import OutputPump
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
-OUTPUT_WAIT_S = 0.5  # for a failed worker's last output to arrive
+OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
 
 
 class ProcessWorkerGroup(ConnectedWorkerGroup):
@@ -159,8 +159,8 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
     def _explain(self, failure: WorkerFailure) -> WorkerFailure:
         if self._pump is None:
             return failure
-        # Its streams end when it exits: wait for that, briefly (a process it forked
-        # may hold them open), so that its last words are in the error.
+        # What it wrote before it failed is in its pipes: wait, briefly, until the
+        # pump has read it, so that its last words are in the error.
         return replace(failure, output=self._pump.tail(failure.rank, wait=OUTPUT_WAIT_S))
 
     def _worker_pids(self) -> dict[int, int]:
