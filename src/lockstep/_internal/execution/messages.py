@@ -15,7 +15,7 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.storage import StorageDir
 
-# The signal on which a worker writes its threads' stacks to WorkerStart.stack_file: the
+# The signal on which a worker writes its threads' stacks to its stack file: the
 # handler is faulthandler's, in C, so it answers even while Python code cannot run (a
 # rank blocked in a C collective).
 STACK_SIGNAL = signal.SIGUSR1
@@ -41,8 +41,6 @@ class WorkerStart:
             ``get_all_reported_checkpoints()``.
         driver_host: The driver's host name: a worker on the same host hands ASYNC
             checkpoint uploads to the driver.
-        stack_file: Where the worker writes every thread's Python stack when it receives
-            :data:`STACK_SIGNAL` (hang detection), or None.
     """
 
     context: TrainContext
@@ -57,16 +55,21 @@ class WorkerStart:
     cpus: tuple[int, ...] | None = None
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
     driver_host: str = ""
-    stack_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """``train.heartbeat()``: the worker is alive and making progress inside a long step;
-    ``started``: sent once, when the worker's backend is set up and its function starts."""
+    """``train.heartbeat()``: the worker is alive and making progress inside a long step.
+
+    ``started``: sent once, when the worker's backend is set up and its function starts,
+    with ``stack_fd``, the descriptor of the unlinked file where the worker writes its
+    stacks on :data:`STACK_SIGNAL` (read as ``/proc/PID/fd/N``: it leaves nothing behind,
+    even when the driver is killed), or None.
+    """
 
     rank: int
     started: bool = False
+    stack_fd: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,10 @@ from __future__ import annotations
 import abc
 import os
 import selectors
-import shutil
 import socket
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -117,7 +115,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
-        self._stack_dir: str | None = None  # where the workers write their stacks
+        self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -126,16 +124,9 @@ class ConnectedWorkerGroup(abc.ABC):
         contexts = self._contexts(spec)
         self._backend = spec.backend
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
-        self._stack_dir = tempfile.mkdtemp(prefix="lockstep-stacks-")
-        starts = {
-            rank: replace(spec.worker_start(c), stack_file=self._stack_file(rank))
-            for rank, c in contexts.items()
-        }
+        self._stack_fds = {}
+        starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
-
-    def _stack_file(self, rank: int) -> str:
-        assert self._stack_dir is not None
-        return os.path.join(self._stack_dir, f"rank{rank}.txt")
 
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
@@ -147,10 +138,10 @@ class ConnectedWorkerGroup(abc.ABC):
         pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
         signalled = {}
         for rank, pid in pids.items():
-            if os.path.exists(self._stack_file(rank)):
+            if rank in self._stack_fds:
                 try:
                     os.kill(pid, STACK_SIGNAL)
-                    signalled[rank] = self._stack_file(rank)
+                    signalled[rank] = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
                 except OSError:
                     continue
         texts = stacks.read_when_written(signalled, timeout)
@@ -221,9 +212,6 @@ class ConnectedWorkerGroup(abc.ABC):
             backend, self._backend = self._backend, None
             if backend is not None:
                 backend.on_group_shutdown()
-            if self._stack_dir is not None:
-                shutil.rmtree(self._stack_dir, ignore_errors=True)
-                self._stack_dir = None
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
@@ -303,6 +291,8 @@ class ConnectedWorkerGroup(abc.ABC):
             self._answer(self._relay.on_finished(rank))
         else:
             assert isinstance(message, Report | Heartbeat), message
+            if isinstance(message, Heartbeat) and message.stack_fd is not None:
+                self._stack_fds[rank] = message.stack_fd
             events.append(message)
 
     def _answer(self, outcome: tuple[list[int], CollectiveReply] | None) -> None:

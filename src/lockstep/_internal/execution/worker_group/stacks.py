@@ -17,8 +17,9 @@ PY_SPY_TIMEOUT_S = 10.0
 
 
 def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
-    """The text of each file once a stack dump follows its first line and the file
-    stopped growing (the handler writes it in a burst), or what is there at ``timeout``."""
+    """The text of each file (a worker's ``/proc/PID/fd/N``) once a stack dump follows
+    its first line and the file stopped growing (the handler writes it in a burst), or
+    what is there at ``timeout``."""
     deadline = time.monotonic() + timeout
     texts: dict[int, str] = dict.fromkeys(paths, "")
     settled: set[int] = set()
@@ -27,8 +28,12 @@ def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
         for rank, path in paths.items():
             if rank in settled:
                 continue
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:  # the worker is gone
+                settled.add(rank)
+                continue
             if text == texts[rank] and has_stack(text):
                 settled.add(rank)
             texts[rank] = text
