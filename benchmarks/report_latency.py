@@ -75,15 +75,16 @@ def run_reports(reports: int, hang_timeout_s: float | None = None) -> tuple[list
 
 
 def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) -> None:
-    """p50 of report() with hang detection on, against off, alternating runs (the best
-    p50 of each: the machine's load only ever adds)."""
+    """p50 of report() with hang detection on, against off, alternating runs; the
+    median over the runs of each (one run's p50 moves by 10-20% on a loaded machine)."""
     off, on = [], []
     for _ in range(repeats):
         off.append(percentile(run_reports(reports)[0], 50) * 1e3)
         on.append(percentile(run_reports(reports, hang_timeout_s)[0], 50) * 1e3)
-    print(f"hang detection off: p50 {min(off):.4f} ms (runs: {', '.join(f'{x:.4f}' for x in off)})")
-    print(f"hang detection on:  p50 {min(on):.4f} ms (runs: {', '.join(f'{x:.4f}' for x in on)})")
-    cost = min(on) / min(off) - 1
+    for name, runs in (("off", off), ("on: ", on)):
+        listed = ", ".join(f"{x:.4f}" for x in runs)
+        print(f"hang detection {name} p50 {statistics.median(runs):.4f} ms (runs: {listed})")
+    cost = statistics.median(on) / statistics.median(off) - 1
     print(f"cost of hang detection: {cost * 100:+.1f}% of report latency (target under 5%)")
     # The machine's noise can hide a cost this small: time the watchdog's own work per
     # step of 2 workers (2 reports seen as progress, 2 polls checking the clock) alone.
@@ -99,7 +100,7 @@ def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) ->
     per_step = (time.perf_counter() - start) / n * 1e3
     print(
         f"the watchdog's own work per step: {per_step * 1e3:.2f} us, "
-        f"{per_step / min(off) * 100:.2f}% of the p50 without it"
+        f"{per_step / statistics.median(off) * 100:.2f}% of the p50 without it"
     )
 
 
