@@ -6,12 +6,15 @@ this process, which answers each (report() is one such round trip through the dr
 and the bare barrier, 2 spawned processes doing the same while this process answers
 both once both have sent (report() is that barrier plus the run record's row).
 Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the driver.
+With ``--hang-timeout-s S``, the same run also times report() with hang detection on
+(``FailureConfig(hang_timeout_s=S)``) and prints its p50 against the run without it.
 
 With ``--shard ordered|shuffled`` each worker takes one batch of its dataset shard before
 every report, so each report also carries the shard's position (kept for a mid-epoch
 resume); ``shuffled`` uses a local shuffle over whole blocks, the most scattered case.
 
     python benchmarks/report_latency.py [--reports 2000] [--shard ordered|shuffled]
+        [--hang-timeout-s 600 --repeats 3]
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import time
 import bench
 
 from lockstep import train
-from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep._internal.controller.hang import HangWatch
+from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig, ScalingConfig
 
 
 def timed_reports(config: dict) -> None:
@@ -101,28 +105,75 @@ class LastStep(train.UserCallback):
         self.metrics = metrics
 
 
-def main() -> None:
-    parser = bench.options(__doc__, reports=2000)
-    parser.add_argument("--shard", choices=["none", "ordered", "shuffled"], default="none")
-    args = parser.parse_args()
+def run_reports(
+    reports: int, shard: str = "none", hang_timeout_s: float | None = None
+) -> tuple[list[float], float]:
+    """Every worker's report() timings, and the whole fit()'s seconds."""
     datasets = {}
-    if args.shard != "none":
+    if shard != "none":
         import lockstep.data as ld
 
-        datasets = {"train": ld.range(2 * 32 * (args.reports + 1))}
+        datasets = {"train": ld.range(2 * 32 * (reports + 1))}
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as storage:
         last = LastStep()
         trainer = DataParallelTrainer(
             timed_reports,
-            train_loop_config={"reports": args.reports, "shard": args.shard},
+            train_loop_config={"reports": reports, "shard": shard},
             datasets=datasets,
             scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=storage, verbose=0, callbacks=[last]),
+            run_config=RunConfig(
+                storage_path=storage,
+                verbose=0,
+                callbacks=[last],
+                failure_config=FailureConfig(hang_timeout_s=hang_timeout_s),
+            ),
         )
         start = time.perf_counter()
         trainer.fit()
         wall = time.perf_counter() - start
-    ours = [t for rank in last.metrics for t in rank["timings"]]
+    return [t for rank in last.metrics for t in rank["timings"]], wall
+
+
+def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) -> None:
+    """p50 of report() with hang detection on, against off, alternating runs; the
+    median over the runs of each (one run's p50 moves by 10-20% on a loaded machine)."""
+    off, on = [], []
+    for _ in range(repeats):
+        off.append(percentile(run_reports(reports)[0], 50) * 1e3)
+        on.append(percentile(run_reports(reports, hang_timeout_s)[0], 50) * 1e3)
+    for name, runs in (("off", off), ("on: ", on)):
+        listed = ", ".join(f"{x:.4f}" for x in runs)
+        print(f"hang detection {name} p50 {statistics.median(runs):.4f} ms (runs: {listed})")
+    cost = statistics.median(on) / statistics.median(off) - 1
+    print(f"cost of hang detection: {cost * 100:+.1f}% of report latency (target under 5%)")
+    # The machine's noise can hide a cost this small: time the watchdog's own work per
+    # step of 2 workers (2 reports seen as progress, 2 polls checking the clock) alone.
+    watch = HangWatch(hang_timeout_s)
+    watch.reset(num_workers=0)
+    n = 200_000
+    start = time.perf_counter()
+    for _ in range(n):
+        watch.progress()
+        watch.overdue()
+        watch.progress()
+        watch.overdue()
+    per_step = (time.perf_counter() - start) / n * 1e3
+    print(
+        f"the watchdog's own work per step: {per_step * 1e3:.2f} us, "
+        f"{per_step / statistics.median(off) * 100:.2f}% of the p50 without it"
+    )
+
+
+def main() -> None:
+    parser = bench.options(__doc__, reports=2000)
+    parser.add_argument("--shard", choices=["none", "ordered", "shuffled"], default="none")
+    parser.add_argument("--hang-timeout-s", type=float, default=None)
+    parser.add_argument("--repeats", type=int, default=3, help="runs each, with --hang-timeout-s")
+    args = parser.parse_args()
+    if args.hang_timeout_s is not None:
+        compare_hang_detection(args.reports, args.hang_timeout_s, args.repeats)
+        return
+    ours, wall = run_reports(args.reports, args.shard)
     base = pipe_round_trips(args.reports)
     barrier = bare_barrier(args.reports)
     p50, p99 = percentile(ours, 50) * 1e3, percentile(ours, 99) * 1e3

@@ -12,6 +12,7 @@ from lockstep._core import storage
 from lockstep.testing import train_epochs
 from lockstep.train import (
     DataParallelTrainer,
+    FailureConfig,
     RunConfig,
     ScalingConfig,
     TrainingFailedError,
@@ -202,4 +203,36 @@ def test_ctrl_c_releases_the_placement_group(ray_cluster, tmp_path):
     deadline = time.monotonic() + 30
     while live_placement_groups() and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert live_placement_groups() == []
+
+
+def test_a_hung_actor_is_named_with_its_stack(tmp_path):
+    import threading
+
+    def stuck_in_actor():
+        threading.Event().wait()
+
+    def train_func():
+        train.report({"step": 0})
+        if train.get_context().get_world_rank() == 1:
+            stuck_in_actor()
+        train.report({"step": 1})
+
+    trainer = DataParallelTrainer(
+        train_func,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(
+            storage_path=str(tmp_path),
+            name="hung",
+            verbose=0,
+            failure_config=FailureConfig(hang_timeout_s=2.0),
+        ),
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.kind) == (1, "hang")
+    assert ", in stuck_in_actor() at test_ray.py:" in failure.summary
+    assert failure.summary.endswith("; rank 0 waiting in report() for step 2")
+    assert "in stuck_in_actor" in (tmp_path / "hung" / "errors" / "attempt_0.txt").read_text()
     assert live_placement_groups() == []

@@ -22,6 +22,7 @@ from lockstep.train import (
     Checkpoint,
     FailureConfig,
     RunConfig,
+    ScalingConfig,
     Trainer,
     TrainingFailedError,
     UserCallback,
@@ -416,3 +417,40 @@ def test_keras_3_custom_loop_with_strategy_run():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2:] == ["identical", "True"]
+
+
+def tf_stuck_here():
+    import threading
+
+    threading.Event().wait()
+
+
+def test_a_hang_names_the_rank_out_of_the_all_reduce(tmp_path):
+    """Rank 0 waits in MultiWorkerMirroredStrategy's all-reduce (C++); rank 1 is stuck
+    in Python: the watchdog tells them apart from their stacks."""
+
+    def train_func():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        train.report({"step": 0})
+        if train.get_context().get_world_rank() == 1:
+            tf_stuck_here()
+        strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+        train.report({"step": 1})
+
+    trainer = TensorflowTrainer(
+        train_func,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(
+            name="hung",
+            storage_path=str(tmp_path),
+            verbose=0,
+            failure_config=FailureConfig(hang_timeout_s=3.0),
+        ),
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.kind) == (1, "hang")
+    assert ", in tf_stuck_here() at test_tensorflow.py:" in failure.summary
+    assert failure.summary.endswith("; rank 0 waiting in a collective")
+    assert (tmp_path / "hung" / "errors" / "attempt_0.txt").exists()

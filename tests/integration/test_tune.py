@@ -74,7 +74,11 @@ def test_trainer_trials_run_with_their_own_scaling_config_and_preprocessor(tmp_p
         with open(os.path.join(result.path, "params.json")) as f:
             params = json.load(f)
         # the trainer's own failure config, as the Tuner's run config gave none
-        assert params["run_config"]["failure_config"] == {"max_failures": 2, "fail_fast": False}
+        assert params["run_config"]["failure_config"] == {
+            "max_failures": 2,
+            "fail_fast": False,
+            "hang_timeout_s": None,
+        }
     assert worker_processes() == []
 
 

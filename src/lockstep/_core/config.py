@@ -331,19 +331,29 @@ class FailureConfig:
         preemption_deadline_s: Seconds the workers have, once told of a preemption
             (SIGTERM or Ctrl-C to the driver, a draining node without its own
             deadline), to report one more checkpoint before they are stopped.
+        hang_timeout_s: Seconds without progress (a ``report()`` or a
+            ``train.heartbeat()`` from any rank) after which the run counts as hung: every
+            rank's Python stack is written to ``{run}/errors/attempt_N.txt``, the error
+            names the rank that is stuck and where, and the workers are restarted (or the
+            run raises) as for any worker failure. None (the default) turns it off; a few
+            times the slowest step (300-600 s for real jobs) is a sensible value.
 
     Example:
         >>> FailureConfig(max_failures=2).max_failures
         2
+        >>> FailureConfig(hang_timeout_s=600).hang_timeout_s
+        600
     """
 
     max_failures: int = 0
     fail_fast: bool | str = False
     max_preemption_failures: int = -1
     preemption_deadline_s: float = 30.0
+    hang_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         self._check_preemption()
+        _check_hang_timeout(self.hang_timeout_s)
         _check_int(
             "FailureConfig.max_failures",
             self.max_failures,
@@ -374,6 +384,22 @@ class FailureConfig:
                 f"FailureConfig.preemption_deadline_s must be a number of seconds > 0, got "
                 f"{deadline!r}. HINT: preemption_deadline_s=30"
             )
+
+
+def _check_hang_timeout(value: object) -> None:
+    hint = "give seconds, a few times your slowest step (say 600), or None to turn it off"
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"FailureConfig.hang_timeout_s must be a number of seconds or None, got {value!r} "
+            f"({type(value).__name__}). HINT: {hint}"
+        )
+    if not value > 0 or value == float("inf"):
+        raise ValueError(
+            f"FailureConfig.hang_timeout_s must be a positive number of seconds, got {value}. "
+            f"HINT: {hint}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -52,6 +52,7 @@ class WorkerFailure:
         retryable: False for failures a restart cannot fix (a misuse of the API).
         exception: The exception raised in the worker when it could be sent back, else None.
         full_traceback: The traceback with lockstep's own frames too, for the error file.
+        output: The worker's last lines of output (stdout and stderr), oldest first.
     """
 
     rank: int
@@ -64,6 +65,7 @@ class WorkerFailure:
     retryable: bool = True
     exception: BaseException | None = None
     full_traceback: str = ""
+    output: tuple[str, ...] = ()
 
     @property
     def is_consequence(self) -> bool:
@@ -87,6 +89,13 @@ class WorkerFailure:
         return "exit", (
             f"{who} exited with code {returncode} before its training function returned"
         )
+
+
+def last_output_header(failure: WorkerFailure) -> str:
+    """``"Last 20 lines of output of rank 1 (pid 4242):"``."""
+    n = len(failure.output)
+    lines = f"{n} lines" if n != 1 else "line"
+    return f"Last {lines} of output of rank {failure.rank} (pid {failure.pid}):"
 
 
 def root_cause(failures: Mapping[int, WorkerFailure]) -> WorkerFailure:
@@ -149,6 +158,8 @@ class TrainingFailedError(RuntimeError):
             lines[0] += f" (after {attempts - 1} restart{'s' if attempts > 2 else ''})"
         if first.traceback:
             lines += ["", first.traceback.rstrip()]
+        if first.output:
+            lines += ["", last_output_header(first)] + [f"  {line}" for line in first.output]
         others = [f for r, f in sorted(failures.items()) if f is not first]
         consequences = [f for f in others if f.is_consequence]
         if consequences:

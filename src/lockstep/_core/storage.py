@@ -33,6 +33,7 @@ RESULTS_FILE = "result.json"
 PROGRESS_FILE = "progress.csv"
 STATE_FILE = "run_state.json"
 ERROR_FILE = "error.txt"
+ERRORS_DIR = "errors"  # errors/attempt_N.txt: every rank's stacks when attempt N hung
 MARKER_FILE = ".lockstep_run"
 STAGING_DIR = ".staging"
 CHECKPOINT_PREFIX = "checkpoint_"

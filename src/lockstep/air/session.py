@@ -12,6 +12,7 @@ from lockstep.air._session import (
     get_world_size,
     report,
 )
+from lockstep.train._session import heartbeat
 
 __all__ = [
     "get_checkpoint",
@@ -23,5 +24,6 @@ __all__ = [
     "get_trial_dir",
     "get_world_rank",
     "get_world_size",
+    "heartbeat",
     "report",
 ]

@@ -49,6 +49,7 @@ from lockstep.train._session import (
     get_context,
     get_dataset_shard,
     get_preemption_info,
+    heartbeat,
     report,
 )
 from lockstep.train._trainer import DataParallelTrainer
@@ -91,6 +92,7 @@ __all__ = [
     "get_context",
     "get_dataset_shard",
     "get_preemption_info",
+    "heartbeat",
     "integrations",
     "load_checkpoint",
     "local_rank",

@@ -90,6 +90,33 @@ def report(
     )
 
 
+def heartbeat() -> None:
+    """Tell the driver this rank is alive and making progress, inside a long step.
+
+    With ``FailureConfig(hang_timeout_s=...)`` the run counts as hung when no rank has
+    reported or sent a heartbeat for that long; call this in a step that can take longer
+    (a long evaluation, a slow data pass). Cheap enough for every batch: at most one
+    message a second reaches the driver. Without hang detection it does nothing useful
+    and costs as little.
+
+    Example:
+        >>> import tempfile
+        >>> from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig
+        >>> def train_func():
+        ...     for batch in range(1000):
+        ...         heartbeat()  # a long step: say it is alive
+        ...     report({"batches": 1000})
+        >>> with tempfile.TemporaryDirectory() as storage:
+        ...     DataParallelTrainer(train_func, run_config=RunConfig(storage_path=storage,
+        ...         verbose=0, failure_config=FailureConfig(hang_timeout_s=600))).fit().metrics
+        {'batches': 1000}
+    """
+    session = _require("heartbeat()")
+    beat = getattr(session, "heartbeat", None)  # a Tune function trial's session has none
+    if beat is not None:
+        beat()
+
+
 def get_all_reported_checkpoints(
     consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
     timeout_s: float | None = None,

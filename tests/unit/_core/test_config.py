@@ -170,6 +170,16 @@ class TestFailureConfig:
         with pytest.raises(ValueError, match="max_failures must be >= -1"):
             FailureConfig(max_failures=-2)
 
+    def test_hang_timeout_is_off_by_default_and_positive_seconds(self):
+        assert FailureConfig().hang_timeout_s is None
+        assert FailureConfig(hang_timeout_s=0.5).hang_timeout_s == 0.5
+        for bad in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=r"positive number of seconds.*HINT: give seconds"):
+                FailureConfig(hang_timeout_s=bad)
+        for bad in ("600", True):
+            with pytest.raises(ValueError, match=r"number of seconds or None.*HINT"):
+                FailureConfig(hang_timeout_s=bad)  # type: ignore[arg-type]
+
 
 class TestRunConfig:
     @pytest.mark.parametrize("bad", ["a/b", "", "..", "x\ny"])

@@ -39,7 +39,7 @@ from lockstep._core.errors import (
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.result import Result, user_metrics
 from lockstep._internal.backends.base import WorkerGroupInfo
-from lockstep._internal.controller import data_positions, interrupts
+from lockstep._internal.controller import data_positions, hang, interrupts
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.preemption import Drain, Notice, driver_notice_info
 from lockstep._internal.controller.progress import Progress, RunSummary
@@ -57,6 +57,7 @@ from lockstep._internal.execution.capacity import CapacityChanged
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Failed,
+    Heartbeat,
     Preempted,
     Report,
     Returned,
@@ -162,6 +163,7 @@ class TrainController:
         self._stop_reason: str | None = None
         self._notice: Notice | None = None  # a stop asked for by a signal, not acted on yet
         self._drain: Drain | None = None
+        self._hang = hang.HangWatch(getattr(failure_policy, "hang_timeout_s", None))
         self.state: State = Starting(attempt=0)
 
     def request_stop(self, reason: str) -> None:
@@ -333,6 +335,7 @@ class TrainController:
             return self._on_failures(state.attempt, {0: _start_failure(exc)})
         self._started_at = time.monotonic()
         self._progress.workers_started()
+        self._hang.reset(self._spec.num_workers)
         return Running(attempt=state.attempt)
 
     def _schedule(self) -> bool:
@@ -395,9 +398,39 @@ class TrainController:
             return self._on_failures(state.attempt, self._with_waiting(failures))
         if self._steps.all_finished():
             return Finished()
+        if self._hang.overdue():
+            return self._on_failures(state.attempt, self._hang_failure(state.attempt))
         if self._elastic is not None and not self._return_values:
             return self._check_size(state)  # (never once a rank has returned: it is ending)
         return state
+
+    def _hang_failure(self, attempt: int) -> dict[int, WorkerFailure]:
+        """No rank made progress for ``hang_timeout_s``: collect every rank's stack, write
+        them to ``errors/attempt_N.txt``, and name the rank that is stuck."""
+        assert self._group is not None
+        idle = self._hang.idle_s()
+        collect = getattr(self._group, "collect_stacks", None)
+        stacks = collect() if collect is not None else {}
+        counts = self._steps.counts()
+        running = [r for r in range(self._spec.num_workers) if r not in self._return_values]
+        waiting = set(self._steps.waiting())
+        ranks = {
+            rank: hang.RankState(
+                pid=stacks[rank][0] if rank in stacks else None,
+                num_reports=counts.get(rank, 0),
+                stacks=stacks[rank][1] if rank in stacks else "",
+                in_report=rank in waiting,
+            )
+            for rank in running
+        }
+        failure = hang.hang_failure(ranks, idle_s=idle, waiting_step=self._steps.next_step + 1)
+        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
+        try:
+            self._spec.run_dir.makedirs(storage.ERRORS_DIR)
+            self._spec.run_dir.write_atomic(name, hang.stacks_text(failure.summary, ranks).encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=1)
+        return {failure.rank: failure}
 
     def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
         """A closed connection or a timed-out collective is caused by a failure elsewhere
@@ -416,10 +449,16 @@ class TrainController:
                     failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
 
     def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
-        if isinstance(event, Report):
+        if isinstance(event, Heartbeat) and event.started:
+            self._hang.rank_started(event.rank)
+        elif isinstance(event, Heartbeat):
+            self._hang.progress()
+        elif isinstance(event, Report):
             for step in self._steps.add(event):
                 self._record(step)
+            self._hang.progress()  # after the driver's own work on it: a commit may be slow
         elif isinstance(event, Returned):
+            self._hang.rank_started(event.rank)  # a rank that is done cannot hang
             self._progress.worker_stopped()
             self._return_values[event.rank] = event.return_value
             if event.dropped is not None:
@@ -560,6 +599,7 @@ class TrainController:
                 failures[0] = _storage_failure(exc)
                 continue
             self._announce(step, checkpoint, row)
+            self._hang.progress()
 
     def _settle_uploads(self) -> None:
         """Before a restart or the end: commit every upload of a complete step, and drop

@@ -25,6 +25,7 @@ class FailurePolicy:
         self._max_failures = config.max_failures
         self._max_preemptions = config.max_preemption_failures
         self.preemption_deadline_s = config.preemption_deadline_s
+        self.hang_timeout_s = config.hang_timeout_s  # the controller's hang watchdog
 
     def decide(self, failures: dict[int, WorkerFailure], num_restarts: int) -> FailureDecision:
         """After a failure, with ``num_restarts`` restarts for failures before it."""

@@ -26,7 +26,7 @@ from typing import Any
 from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
-from lockstep._core.errors import TrainingFailedError
+from lockstep._core.errors import TrainingFailedError, last_output_header
 from lockstep._core.run_state import RunState
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
@@ -341,6 +341,8 @@ def error_text(error: TrainingFailedError) -> str:
         parts += ["", f"=== rank {rank}: {failure.summary}"]
         if failure.full_traceback or failure.traceback:
             parts.append((failure.full_traceback or failure.traceback).rstrip())
+        if failure.output:
+            parts += [last_output_header(failure), *(f"  {line}" for line in failure.output)]
     return "\n".join(parts) + "\n"
 
 

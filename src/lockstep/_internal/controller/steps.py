@@ -97,6 +97,15 @@ class StepAggregator:
         """The ranks waiting in ``report()`` for others to report the same step."""
         return sorted(r for r, n in self._reported.items() if n > self._next)
 
+    def counts(self) -> dict[int, int]:
+        """How many reports each rank has made, by rank."""
+        return dict(self._reported)
+
+    @property
+    def next_step(self) -> int:
+        """The index of the first step not yet complete."""
+        return self._next
+
     def describe_counts(self) -> str:
         """Every rank's report count, e.g. ``"reports: rank 0: 3, rank 1: 2 (returned)"``."""
         parts = []

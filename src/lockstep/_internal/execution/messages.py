@@ -1,12 +1,13 @@
 """Messages between the driver and its workers, one connection per worker.
 
-Worker to driver: Report, CollectiveRequest, Returned, Failed.
+Worker to driver: Report, Heartbeat, CollectiveRequest, Returned, Failed.
 Driver to worker: WorkerStart (first), StepDone, CheckpointCommitted, CollectiveReply, Stop,
 Preempted.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -33,6 +34,12 @@ def _pickled_by_fields(cls: type[_M]) -> type[_M]:
 
     cls.__reduce__ = __reduce__  # type: ignore[method-assign,assignment]
     return cls
+
+
+# The signal on which a worker writes its threads' stacks to its stack file: the
+# handler is faulthandler's, in C, so it answers even while Python code cannot run (a
+# rank blocked in a C collective).
+STACK_SIGNAL = signal.SIGUSR1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,22 @@ class WorkerStart:
     cpus: tuple[int, ...] | None = None
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
     driver_host: str = ""
+
+
+@_pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """``train.heartbeat()``: the worker is alive and making progress inside a long step.
+
+    ``started``: sent once, when the worker's backend is set up and its function starts,
+    with ``stack_fd``, the descriptor of the unlinked file where the worker writes its
+    stacks on :data:`STACK_SIGNAL` (read as ``/proc/PID/fd/N``: it leaves nothing behind,
+    even when the driver is killed), or None.
+    """
+
+    rank: int
+    started: bool = False
+    stack_fd: int | None = None
 
 
 @_pickled_by_fields
@@ -175,4 +198,4 @@ class Failed:
     failure: WorkerFailure
 
 
-WorkerEvent = Report | Returned | Failed
+WorkerEvent = Report | Heartbeat | Returned | Failed

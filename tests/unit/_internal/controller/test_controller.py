@@ -77,6 +77,8 @@ def make_controller(
     score=None,
     callbacks=(),
     fail_start=False,
+    hang_timeout_s=None,
+    group_class=FakeWorkerGroup,
 ):
     run_dir = StorageDir.from_uri(tmp_path / "run")
     run_dir.makedirs()
@@ -85,7 +87,7 @@ def make_controller(
     groups: list[FakeWorkerGroup] = []
 
     def make_group():
-        group = FakeWorkerGroup(scripts, log, fail_start=fail_start and not groups)
+        group = group_class(scripts, log, fail_start=fail_start and not groups)
         groups.append(group)
         return group
 
@@ -102,7 +104,9 @@ def make_controller(
             run_dir=run_dir,
         ),
         record=RunRecord.open(run_dir, config),
-        failure_policy=FailurePolicy(FailureConfig(max_failures=max_failures)),
+        failure_policy=FailurePolicy(
+            FailureConfig(max_failures=max_failures, hang_timeout_s=hang_timeout_s)
+        ),
         progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=num_workers, verbose=0),
         callbacks=callbacks,
     )

@@ -19,7 +19,13 @@ from typing import Any
 
 from lockstep._core.errors import UsageError, WorkerFailure
 from lockstep._core.storage import MARKER_FILE
-from lockstep._internal.execution.messages import Failed, Returned, WorkerStart
+from lockstep._internal.execution.messages import (
+    STACK_SIGNAL,
+    Failed,
+    Heartbeat,
+    Returned,
+    WorkerStart,
+)
 from lockstep._internal.execution.worker import session as session_module
 
 
@@ -34,8 +40,10 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
     """
     if start is None:
         start = conn.recv()
+    stack_fd = None
     if not in_process:
         _extend_sys_path(start.sys_path)
+        stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
     session = session_module.Session(conn, start, on_driver_lost=on_lost)
     session_module.install(session, process_wide=not in_process)
@@ -44,6 +52,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
+        # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
+        session.send(Heartbeat(start.context.world_rank, started=True, stack_fd=stack_fd))
         value = _run_function(start.train_fn)
         payload, dropped = _pickle_return_value(value, start.context.world_rank)
         session.close()
@@ -61,6 +71,36 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
             backend.on_worker_shutdown(start.context)
         finally:
             session_module.install(None, process_wide=not in_process)
+
+
+def _dump_stacks_on_signal() -> int | None:
+    """On STACK_SIGNAL, write every thread's stack to an unlinked file; return its
+    descriptor, which the driver reads as ``/proc/PID/fd/N`` (its hang watchdog asks).
+
+    faulthandler's handler is C code: it answers even while the training function is
+    blocked in C (a collective), where a Python handler would never run. The signal is
+    taken by a thread of its own that only waits: in any other thread it could interrupt
+    a collective's socket call, which fails with EINTR when the socket has a timeout
+    (LightGBM's do) and aborts the worker.
+    """
+    import faulthandler
+    import tempfile
+    import threading
+
+    try:
+        stacks = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - the handler's
+    except OSError:
+        return None
+    # The training function runs in this thread: the driver looks for its stack.
+    stacks.write(f"main thread 0x{threading.get_ident():016x}\n")
+    stacks.flush()
+    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
+    waiter = threading.Thread(target=threading.Event().wait, name="lockstep-stacks", daemon=True)
+    waiter.start()  # with the signal unblocked, as this thread has it now
+    # This thread and every thread started from it from now on (the session's, the
+    # framework's) leave the signal to the waiter.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})
+    return stacks.fileno()
 
 
 def _check_run_dir_visible(start: WorkerStart) -> None:

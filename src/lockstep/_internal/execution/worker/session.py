@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import posixpath
@@ -12,7 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -26,6 +27,7 @@ from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
+    Heartbeat,
     Preempted,
     Report,
     StepDone,
@@ -38,6 +40,8 @@ from lockstep._internal.execution.worker.report_checks import (
     check_score,
     clean_metrics,
 )
+
+HEARTBEAT_INTERVAL_S = 1.0  # the least time between two heartbeats a worker sends
 
 
 class DriverLostError(RuntimeError):
@@ -100,6 +104,7 @@ class Session:
         self._preemption: PreemptionInfo | None = None
         self._preemption_next: PreemptionInfo | None = None
         self._loaders: dict[str, Callable[[], dict[str, Any] | None]] = {}
+        self._last_heartbeat = float("-inf")
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -146,9 +151,10 @@ class Session:
         delete = delete_local_checkpoint_after_upload
         if delete is None:  # Ray's default: ASYNC owns the local copy, SYNC leaves it
             delete = mode is CheckpointUploadMode.ASYNC
-        fields = self._persist(
-            checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
-        )
+        with self._beating():  # writing a big checkpoint is progress, not a hang
+            fields = self._persist(
+                checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
+            )
         report = Report(
             self.context.world_rank,
             step,
@@ -209,6 +215,34 @@ class Session:
         self._send(report)
         self._num_reports += 1
         reply.wait()
+
+    def heartbeat(self) -> None:
+        """Tell the driver this rank is making progress; at most one message a second, so
+        that calling it in every iteration of a tight loop costs next to nothing."""
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_INTERVAL_S:
+            self._last_heartbeat = now
+            self._send(Heartbeat(self.context.world_rank))
+
+    @contextlib.contextmanager
+    def _beating(self) -> Iterator[None]:
+        """Send a heartbeat every second while the block runs."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(HEARTBEAT_INTERVAL_S):
+                try:
+                    self._send(Heartbeat(self.context.world_rank))
+                except DriverLostError:
+                    return
+
+        beater = threading.Thread(target=beat, name="lockstep-heartbeat", daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beater.join()
 
     def get_all_reported_checkpoints(self) -> list[ReportedCheckpoint]:
         """Every retained checkpoint, once this worker's ASYNC ones are committed."""

@@ -13,6 +13,7 @@ commits, so the controller must be able to tell them.
 from __future__ import annotations
 
 import abc
+import os
 import select
 import selectors
 import socket
@@ -29,10 +30,12 @@ from lockstep._core.errors import WorkerFailure
 from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend
 from lockstep._internal.execution.messages import (
+    STACK_SIGNAL,
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
     Failed,
+    Heartbeat,
     Preempted,
     Report,
     Returned,
@@ -40,6 +43,7 @@ from lockstep._internal.execution.messages import (
     WorkerEvent,
     WorkerStart,
 )
+from lockstep._internal.execution.worker_group import stacks
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
@@ -114,6 +118,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
+        self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -122,8 +127,35 @@ class ConnectedWorkerGroup(abc.ABC):
         contexts = self._contexts(spec)
         self._backend = spec.backend
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
+        self._stack_fds = {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
+
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
+
+        Each worker writes them from a signal handler in C, so a worker stuck in C code
+        answers too. A worker that has not set the handler up, or does not answer, is
+        read with py-spy when it is installed; a rank on another node is left out.
+        """
+        pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
+        signalled = {}
+        for rank, pid in pids.items():
+            if rank in self._stack_fds:
+                try:
+                    os.kill(pid, STACK_SIGNAL)
+                    signalled[rank] = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
+                except OSError:
+                    continue
+        texts = stacks.read_when_written(signalled, timeout)
+        for rank, pid in pids.items():
+            if not stacks.has_stack(texts.get(rank, "")):
+                texts[rank] = stacks.py_spy_dump(pid)
+        return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+
+    def _worker_pids(self) -> dict[int, int]:
+        """The pid of each worker running on this machine, by rank."""
+        return {}
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
@@ -218,6 +250,10 @@ class ConnectedWorkerGroup(abc.ABC):
         """Stop every worker still running and wait until they are gone; the ranks in
         ``finished`` returned or failed already."""
 
+    def _explain(self, failure: WorkerFailure) -> WorkerFailure:
+        """A failure the worker sent, with what only the group knows added (its output)."""
+        return failure
+
     def _exit_waitables(self) -> dict[Any, int]:
         """Objects (for ``multiprocessing.connection.wait``) that become ready when a
         worker ends, by rank: seen even while a child of the worker holds its connection."""
@@ -257,10 +293,14 @@ class ConnectedWorkerGroup(abc.ABC):
             self._answer(self._relay.on_request(message))
         elif isinstance(message, Returned | Failed):
             self._done.add(rank)
+            if isinstance(message, Failed):
+                message = Failed(self._explain(message.failure))
             events.append(message)
             self._answer(self._relay.on_finished(rank))
         else:
-            assert isinstance(message, Report), message
+            assert isinstance(message, Report | Heartbeat), message
+            if isinstance(message, Heartbeat) and message.stack_fd is not None:
+                self._stack_fds[rank] = message.stack_fd
             events.append(message)
 
     def _answer(self, outcome: tuple[list[int], CollectiveReply] | None) -> None:

@@ -62,6 +62,21 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
     def _lost(self, rank: int) -> WorkerFailure:
         return lost_connection(rank, os.getpid())
 
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        """The worker thread's stack (with the driver's other threads), for a hang."""
+        import faulthandler
+        import tempfile
+
+        thread = self._thread
+        if thread is None or not thread.is_alive() or thread.ident is None:
+            return {}
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
+            f.write(f"main thread 0x{thread.ident:016x}\n")
+            f.flush()
+            faulthandler.dump_traceback(f, all_threads=True)
+            f.seek(0)
+            return {0: (os.getpid(), f.read())}
+
     def _stop_workers(self, finished: frozenset[int]) -> None:
         # A thread cannot be killed: closing the pipe makes its next session call raise.
         if self._conn is not None:

@@ -372,6 +372,11 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             time=time.time(),
         )
 
+    def _worker_pids(self) -> dict[int, int]:
+        # the actors on this machine: a signal reaches them, and their stack files are here
+        here = ray.util.get_node_ip_address()
+        return {rank: info.pid for rank, info in self._info.items() if info.ip == here}
+
     def _stop_workers(self, finished: frozenset[int]) -> None:
         grace = flags.WORKER_SHUTDOWN_GRACE_S.get()
         running = [ref for rank, ref in self._refs.items() if rank not in finished]

@@ -22,16 +22,18 @@ from typing import Protocol
 from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._internal.execution.messages import WorkerStart
+from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
 from lockstep._internal.execution.worker_group.process import forkserver, gpus, shared_tables
+from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 from lockstep._internal.execution.worker_group.process.output import OutputPump
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
+OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
 
 
 class ProcessWorkerGroup(ConnectedWorkerGroup):
@@ -42,6 +44,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._procs: dict[int, WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
+        self._memory: MemoryWatch | None = None
         self._table_files: list[str] = []  # sent to workers in shared memory
 
     def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
@@ -64,6 +67,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         self._pump = OutputPump()
+        self._memory = MemoryWatch()
         conns: dict[int, Connection] = {}
         try:
             for rank, start in starts.items():
@@ -127,17 +131,25 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         except OSError:
             pass  # that worker is gone; its end shows up as a lost connection
 
+    def poll(self, timeout: float) -> list[WorkerEvent]:
+        events = super().poll(timeout)
+        if self._memory is not None:  # for the error of a worker the kernel kills
+            self._memory.sample({r: p.pid for r, p in self._procs.items() if r not in self._done})
+        return events
+
     def _lost(self, rank: int) -> WorkerFailure:
         proc = self._procs[rank]
         try:
             returncode = proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
-            return lost_connection(rank, proc.pid)
+            return self._explain(lost_connection(rank, proc.pid))
         died = getattr(proc, "server_died", None)
         if died is not None:
-            return helper_failure(rank, proc.pid, died)
+            return self._explain(helper_failure(rank, proc.pid, died))
         kind, summary = WorkerFailure.describe_exit(rank, proc.pid, returncode)
-        return WorkerFailure(
+        if returncode == -signal.SIGKILL and self._memory is not None:
+            kind, summary = self._memory.explain_kill(rank, proc.pid)
+        failure = WorkerFailure(
             rank=rank,
             pid=proc.pid,
             kind=kind,
@@ -145,6 +157,17 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             exit_code=returncode,
             time=time.time(),
         )
+        return self._explain(failure)
+
+    def _explain(self, failure: WorkerFailure) -> WorkerFailure:
+        if self._pump is None:
+            return failure
+        # What it wrote before it failed is in its pipes: wait, briefly, until the
+        # pump has read it, so that its last words are in the error.
+        return replace(failure, output=self._pump.tail(failure.rank, wait=OUTPUT_WAIT_S))
+
+    def _worker_pids(self) -> dict[int, int]:
+        return {rank: proc.pid for rank, proc in self._procs.items() if proc.poll() is None}
 
     def _exit_waitables(self) -> dict[int, int]:
         return {fd: rank for rank, fd in self._pidfds.items()}
@@ -176,6 +199,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         if self._pump is not None:
             self._pump.join()
             self._pump = None
+        self._memory = None
         for fd in self._pidfds.values():
             os.close(fd)
         self._pidfds = {}

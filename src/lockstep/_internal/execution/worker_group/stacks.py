@@ -1,0 +1,94 @@
+"""Reading the workers' Python stacks for the hang watchdog: the files their faulthandler
+writes on a signal, or, for a worker that does not answer, py-spy when it is installed.
+
+Both come out in faulthandler's text format (``main thread 0x...`` first), which the
+controller's ``hang`` module reads.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from typing import Any
+
+PY_SPY_TIMEOUT_S = 10.0
+
+
+def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
+    """The text of each file (a worker's ``/proc/PID/fd/N``) once a stack dump follows
+    its first line and the file stopped growing (the handler writes it in a burst), or
+    what is there at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    texts: dict[int, str] = dict.fromkeys(paths, "")
+    settled: set[int] = set()
+    while len(settled) < len(paths) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the workers write the files; there is nothing else to wait on
+        for rank, path in paths.items():
+            if rank in settled:
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:  # the worker is gone
+                settled.add(rank)
+                continue
+            if text == texts[rank] and has_stack(text):
+                settled.add(rank)
+            texts[rank] = text
+    return texts
+
+
+def has_stack(text: str) -> bool:
+    """Whether a dump holds a stack beyond its first line."""
+    return text.count("\n") > 1
+
+
+def py_spy_dump(pid: int) -> str:
+    """Process ``pid``'s stacks from ``py-spy dump``, or "" without py-spy or on failure.
+
+    py-spy reads the process's memory from outside (ptrace: a descendant of this
+    process needs no root), so it answers even for a worker that never set up its
+    signal handler.
+    """
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [exe, "dump", "--pid", str(pid), "--json", "--full-filenames"],
+            capture_output=True,
+            text=True,
+            timeout=PY_SPY_TIMEOUT_S,
+            check=False,
+        )
+        threads = json.loads(done.stdout) if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return ""
+    return faulthandler_text(threads)
+
+
+def faulthandler_text(threads: list[dict[str, Any]]) -> str:
+    """py-spy's JSON threads, as faulthandler's text with the main thread named first.
+
+    Example:
+        >>> print(faulthandler_text([{"thread_id": 10, "thread_name": "MainThread",
+        ...     "frames": [{"name": "Session.report", "filename": "/s.py", "line": 3}]}]))
+        main thread 0x000000000000000a
+        Thread 0x000000000000000a (most recent call first):
+          File "/s.py", line 3 in report
+        <BLANKLINE>
+    """
+    if not threads:
+        return ""
+    main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0])
+    lines = [f"main thread 0x{int(main['thread_id']):016x}"]
+    for thread in threads:
+        lines.append(f"Thread 0x{int(thread['thread_id']):016x} (most recent call first):")
+        for frame in thread.get("frames", []):
+            # py-spy qualifies methods ("Session.report"); faulthandler names the function
+            name = str(frame["name"]).rsplit(".", 1)[-1]
+            lines.append(f'  File "{frame["filename"]}", line {frame["line"]} in {name}')
+        lines.append("")
+    return "\n".join(lines)
