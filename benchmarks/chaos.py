@@ -51,7 +51,7 @@ def driver_kill(rng: random.Random) -> str:
 
 def worker_runs(chaos: _chaos.Chaos, args: argparse.Namespace, rng: random.Random) -> None:
     kinds = list(_chaos.WORKER_KINDS)
-    hang_timeout = args.hang_timeout if _chaos.supports_hangs() else None
+    hang_timeout = args.hang_timeout
     if hang_timeout is not None:
         kinds.append("hang")
     for n in range(args.worker_runs):

@@ -126,11 +126,6 @@ def fit(trainer: Any) -> tuple[Result, list[Any]]:
     return controller.run(), controller.return_values()
 
 
-def supports_hangs() -> bool:
-    """Whether this lockstep detects hung ranks (``FailureConfig(hang_timeout_s=...)``)."""
-    return "hang_timeout_s" in {f.name for f in dataclasses.fields(FailureConfig)}
-
-
 def plan_faults(
     rng: random.Random, *, count: int, epochs: int, kinds: Sequence[str]
 ) -> list[Fault]:
