@@ -82,7 +82,15 @@ def faulthandler_text(threads: list[dict[str, Any]]) -> str:
     """
     if not threads:
         return ""
-    main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0])
+    # On Linux the main thread's id is the process id; py-spy does not always find names.
+    main = next(
+        (
+            t
+            for t in threads
+            if t.get("os_thread_id") is not None and t["os_thread_id"] == t.get("pid")
+        ),
+        next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0]),
+    )
     lines = [f"main thread 0x{int(main['thread_id']):016x}"]
     for thread in threads:
         lines.append(f"Thread 0x{int(thread['thread_id']):016x} (most recent call first):")
