@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 
 import psutil
+import pytest
 
 from lockstep import train, tune
 from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+from tests.ray_cluster import free_port
 
 
 def worker_processes() -> list[psutil.Process]:
@@ -188,3 +192,52 @@ def add_lr_to_a_score(config, get_checkpoint, report, steps=None) -> None:
                 {"score": score, "lr": config["lr"], "step": step},
                 checkpoint=train.Checkpoint.from_directory(d),
             )
+
+
+class S3Server:
+    """A real S3 API (moto's server) on a local port, which a test may stop and start
+    again (its objects are kept: they live in this process)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = None
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+@contextlib.contextmanager
+def serving_s3(monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[S3Server]:
+    """An S3 server with an empty bucket ``lockstep-runs``, its endpoint and credentials in
+    the environment (so worker processes reach it too), with ``env`` set as well."""
+    import fsspec
+    import requests
+
+    server = S3Server()
+    server.start()
+    try:
+        # moto keeps its buckets per process: start every test from none
+        requests.post(f"{server.endpoint}/moto-api/reset", timeout=10)
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": server.endpoint,
+            **env,
+        }.items():
+            monkeypatch.setenv(key, value)
+        fsspec.filesystem("s3").clear_instance_cache()
+        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
+        yield server
+    finally:
+        fsspec.filesystem("s3").clear_instance_cache()
+        server.stop()

@@ -3,6 +3,7 @@ with fewer workers; a node joins and the run grows again."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -11,7 +12,6 @@ from lockstep.train import (
     CheckpointConfig,
     DataParallelTrainer,
     FailureConfig,
-    RunConfig,
     ScalingConfig,
     UserCallback,
 )
@@ -88,10 +88,8 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
                 executor="ray",
             ),
             datasets={"train": data.range(ROWS)},
-            run_config=RunConfig(
-                name=run_config.name,
-                storage_path=run_config.storage_path,
-                verbose=0,
+            run_config=dataclasses.replace(
+                run_config,
                 callbacks=[events],
                 checkpoint_config=CheckpointConfig(num_to_keep=2),
                 # the node lost is a failure, as in Ray; growing is not

@@ -18,16 +18,6 @@ from tests.helpers import EveryRank, latest_checkpoint
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
 
-@pytest.fixture
-def second_node(ray_cluster):
-    """A second node, labelled with its own resource; killed again after the test."""
-    port = ray_cluster.add_node(num_cpus=2, resources={"second_node": 2})
-    ray_cluster.wait_for_nodes(2)
-    yield port
-    ray_cluster.kill_node(port)
-    ray_cluster.wait_for_nodes_dead(1)
-
-
 def where_am_i():
     import ray
 
