@@ -241,3 +241,19 @@ def serving_s3(monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[S3Server
     finally:
         fsspec.filesystem("s3").clear_instance_cache()
         server.stop()
+
+
+def epochs_as_torch(epochs: Iterator, count: int, batch_size: int) -> Iterator:
+    """The next ``count`` epochs of rows ``{"x", "y"}``, each as Ray 1.x's ``to_torch``
+    made it: float batches of features ``x`` and labels ``y`` (each epoch is read before
+    the next is taken)."""
+    import torch
+
+    for _ in range(count):
+        yield next(epochs).to_torch(
+            label_column="y",
+            feature_columns=["x"],
+            label_column_dtype=torch.float,
+            feature_column_dtypes=torch.float,
+            batch_size=batch_size,
+        )

@@ -1,9 +1,9 @@
 """DatasetPipeline: repeat(), random_shuffle_each_window(), iter_epochs(), split()."""
 
 import pytest
-import torch
 
 import lockstep.data as ld
+from tests.helpers import epochs_as_torch
 
 
 def test_repeat_iterates_every_epoch():
@@ -44,16 +44,7 @@ def test_the_older_ray_train_example_runs():
     train_ds, valid_ds = dataset.random_shuffle().split_at_indices([80])
     train_pipe = train_ds.repeat().random_shuffle_each_window()
     shard = train_pipe.split(2, equal=True)[0]
-    epochs = shard.iter_epochs()
-    for _ in range(3):
-        epoch = next(epochs)
-        torch_ds = epoch.to_torch(
-            label_column="y",
-            feature_columns=["x"],
-            label_column_dtype=torch.float,
-            feature_column_dtypes=torch.float,
-            batch_size=16,
-        )
+    for torch_ds in epochs_as_torch(shard.iter_epochs(), count=3, batch_size=16):
         assert sum(len(y) for _, y in torch_ds) == 40
     assert valid_ds.repeat().schema().names == ["x", "y"]
 
