@@ -8,6 +8,7 @@ reshuffles its own shard at every epoch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -50,18 +51,10 @@ class DatasetPipeline(BatchIterable, Generic[D]):
         self._seed = seed
         self._last_stats = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "plan": self._plan,
-            "wrap": self._wrap,
-            "times": self._times,
-            "shuffle": self._shuffle,
-            "seed": self._seed,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        times, shuffle, seed = state["times"], state["shuffle"], state["seed"]
-        self.__init__(state["plan"], state["wrap"], times=times, shuffle=shuffle, seed=seed)  # type: ignore[misc]
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its description: the stats of the last pass stay behind.
+        options = {"times": self._times, "shuffle": self._shuffle, "seed": self._seed}
+        return functools.partial(DatasetPipeline, **options), (self._plan, self._wrap)
 
     def random_shuffle_each_window(self, *, seed: int | None = None) -> DatasetPipeline[D]:
         """Shuffle the rows anew at each epoch (with ``seed + epoch`` when a seed is given).

@@ -53,3 +53,16 @@ def test_bad_repeat_count():
     with pytest.raises(ValueError, match="non-negative int"):
         ld.range(2).repeat(-1)
     assert "forever" in repr(ld.range(2).repeat())
+
+
+def test_a_pipeline_pickles_as_its_description():
+    import pickle
+
+    pipe = ld.range(4).repeat(2).random_shuffle_each_window(seed=3)
+    for _ in pipe.iter_batches():
+        pass  # a pass leaves stats behind, which the copy does not take
+    copy = pickle.loads(pickle.dumps(pipe))
+    assert repr(copy) == repr(pipe)
+    assert copy._last_stats is None
+    expected = [[r["id"] for r in epoch.take_all()] for epoch in pipe.iter_epochs()]
+    assert [[r["id"] for r in epoch.take_all()] for epoch in copy.iter_epochs()] == expected
