@@ -14,7 +14,6 @@ from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
-from lockstep.data._relational import Schema
 from lockstep.data._split import check_num_splits
 
 D = TypeVar("D")
@@ -115,17 +114,6 @@ class DatasetPipeline(BatchIterable, Generic[D]):
             )
             for part in self._plan.split(n, equal)
         ]
-
-    def schema(self) -> Any:
-        """The :class:`~lockstep.data.Schema` of the rows.
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(2).repeat().schema().names
-            ['id']
-        """
-        schema = self._plan.schema()
-        return Schema(schema) if schema is not None else None
 
     def __repr__(self) -> str:
         times = "forever" if self._times is None else f"{self._times} epochs"
