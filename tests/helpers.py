@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
@@ -87,32 +87,25 @@ def not_on_loopback(found: dict[tuple[str, int], int]) -> dict[tuple[str, int], 
     return {address: pid for address, pid in found.items() if address[0] not in LOOPBACK}
 
 
-class ListeningSockets:
+@contextlib.contextmanager
+def sockets_listened_on() -> Iterator[dict[tuple[str, int], int]]:
     """Every TCP socket that this process and its descendants listened on while inside.
 
     A thread samples the process tree (:func:`listening_now`) until the block ends, into
-    ``seen``. A listener open for less than a sample's period may be missed: a test that
-    needs one seen calls :func:`listening_now` itself (from a worker, say, with the
-    driver's pid) at a moment it knows the listener is open.
+    the dict yielded. A listener open for less than a sample's period may be missed: a
+    test that needs one seen calls :func:`listening_now` itself (from a worker, say, with
+    the driver's pid) at a moment it knows the listener is open.
     """
+    seen: dict[tuple[str, int], int] = {}
+    stop = threading.Event()
 
-    def __init__(self) -> None:
-        self.seen: dict[tuple[str, int], int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="listening-sockets", daemon=True)
+    def sample() -> None:
+        while not stop.is_set():
+            seen.update(listening_now())
+            stop.wait(0.005)
 
-    def __enter__(self) -> ListeningSockets:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.seen.update(listening_now())
-            self._stop.wait(0.005)
+    with running_alongside(sample, stop=stop.set):
+        yield seen
 
 
 def listening_addresses() -> set[str]:
@@ -257,3 +250,27 @@ def epochs_as_torch(epochs: Iterator, count: int, batch_size: int) -> Iterator:
             feature_column_dtypes=torch.float,
             batch_size=batch_size,
         )
+
+
+@contextlib.contextmanager
+def running_alongside(fn: Callable[[], None], *, stop: Callable[[], None] | None = None):
+    """Runs ``fn`` on a thread while the ``with`` block runs. At the block's end: ``stop()``
+    (to end what ``fn`` may still wait for), join the thread, raise what ``fn`` raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, name="alongside")
+    thread.start()
+    try:
+        yield
+    finally:
+        if stop is not None:
+            stop()
+        thread.join()
+    if raised:
+        raise raised[0]
