@@ -52,8 +52,10 @@ class DatasetPipeline(BatchIterable, Generic[D]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt from its description: the stats of the last pass stay behind.
-        options = {"times": self._times, "shuffle": self._shuffle, "seed": self._seed}
-        return functools.partial(DatasetPipeline, **options), (self._plan, self._wrap)
+        rebuild = functools.partial(
+            DatasetPipeline, times=self._times, shuffle=self._shuffle, seed=self._seed
+        )
+        return rebuild, (self._plan, self._wrap)
 
     def random_shuffle_each_window(self, *, seed: int | None = None) -> DatasetPipeline[D]:
         """Shuffle the rows anew at each epoch (with ``seed + epoch`` when a seed is given).
