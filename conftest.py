@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -179,42 +179,16 @@ def run_config(tmp_path: Path) -> RunConfig:
     return RunConfig(name="run", storage_path=str(tmp_path / "runs"), verbose=0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A real S3 API (moto's server) on a local port, with bucket ``lockstep-runs``.
 
     The endpoint goes through the environment, so worker processes reach it too.
     """
-    import fsspec
-    import requests
-    from moto.server import ThreadedMotoServer
+    from tests.helpers import serving_s3
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        # moto keeps its buckets per process: start every test from none
-        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
-        }.items():
-            monkeypatch.setenv(key, value)
-        fsspec.filesystem("s3").clear_instance_cache()
-        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
-        yield endpoint
-    finally:
-        fsspec.filesystem("s3").clear_instance_cache()
-        server.stop()
+    with serving_s3(monkeypatch) as server:
+        yield server.endpoint
 
 
 @pytest.fixture(scope="session")
@@ -239,6 +213,17 @@ def ray_connected(ray_cluster: object) -> Iterator[None]:
     ray.init(address=ray_cluster.address, log_to_driver=False)  # type: ignore[attr-defined]
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def second_node(ray_cluster: Any) -> Iterator[int]:
+    """A second node of the test cluster, labelled with its own resource ``second_node``;
+    killed again after the test."""
+    port = ray_cluster.add_node(num_cpus=2, resources={"second_node": 2})
+    ray_cluster.wait_for_nodes(2)
+    yield port
+    ray_cluster.kill_node(port)
+    ray_cluster.wait_for_nodes_dead(1)
 
 
 def _marked_processes() -> list[psutil.Process]:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 
 import psutil
+import pytest
 
 from lockstep import train, tune
 from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+from tests.ray_cluster import free_port
 
 
 def worker_processes() -> list[psutil.Process]:
@@ -83,32 +87,25 @@ def not_on_loopback(found: dict[tuple[str, int], int]) -> dict[tuple[str, int], 
     return {address: pid for address, pid in found.items() if address[0] not in LOOPBACK}
 
 
-class ListeningSockets:
+@contextlib.contextmanager
+def sockets_listened_on() -> Iterator[dict[tuple[str, int], int]]:
     """Every TCP socket that this process and its descendants listened on while inside.
 
     A thread samples the process tree (:func:`listening_now`) until the block ends, into
-    ``seen``. A listener open for less than a sample's period may be missed: a test that
-    needs one seen calls :func:`listening_now` itself (from a worker, say, with the
-    driver's pid) at a moment it knows the listener is open.
+    the dict yielded. A listener open for less than a sample's period may be missed: a
+    test that needs one seen calls :func:`listening_now` itself (from a worker, say, with
+    the driver's pid) at a moment it knows the listener is open.
     """
+    seen: dict[tuple[str, int], int] = {}
+    stop = threading.Event()
 
-    def __init__(self) -> None:
-        self.seen: dict[tuple[str, int], int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="listening-sockets", daemon=True)
+    def sample() -> None:
+        while not stop.is_set():
+            seen.update(listening_now())
+            stop.wait(0.005)
 
-    def __enter__(self) -> ListeningSockets:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.seen.update(listening_now())
-            self._stop.wait(0.005)
+    with running_alongside(sample, stop=stop.set):
+        yield seen
 
 
 def listening_addresses() -> set[str]:
@@ -188,3 +185,92 @@ def add_lr_to_a_score(config, get_checkpoint, report, steps=None) -> None:
                 {"score": score, "lr": config["lr"], "step": step},
                 checkpoint=train.Checkpoint.from_directory(d),
             )
+
+
+class S3Server:
+    """A real S3 API (moto's server) on a local port, which a test may stop and start
+    again (its objects are kept: they live in this process)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = None
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+@contextlib.contextmanager
+def serving_s3(monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[S3Server]:
+    """An S3 server with an empty bucket ``lockstep-runs``, its endpoint and credentials in
+    the environment (so worker processes reach it too), with ``env`` set as well."""
+    import fsspec
+    import requests
+
+    server = S3Server()
+    server.start()
+    try:
+        # moto keeps its buckets per process: start every test from none
+        requests.post(f"{server.endpoint}/moto-api/reset", timeout=10)
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": server.endpoint,
+            **env,
+        }.items():
+            monkeypatch.setenv(key, value)
+        fsspec.filesystem("s3").clear_instance_cache()
+        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
+        yield server
+    finally:
+        fsspec.filesystem("s3").clear_instance_cache()
+        server.stop()
+
+
+def epochs_as_torch(epochs: Iterator, count: int, batch_size: int) -> Iterator:
+    """The next ``count`` epochs of rows ``{"x", "y"}``, each as Ray 1.x's ``to_torch``
+    made it: float batches of features ``x`` and labels ``y`` (each epoch is read before
+    the next is taken)."""
+    import torch
+
+    for _ in range(count):
+        yield next(epochs).to_torch(
+            label_column="y",
+            feature_columns=["x"],
+            label_column_dtype=torch.float,
+            feature_column_dtypes=torch.float,
+            batch_size=batch_size,
+        )
+
+
+@contextlib.contextmanager
+def running_alongside(fn: Callable[[], None], *, stop: Callable[[], None] | None = None):
+    """Runs ``fn`` on a thread while the ``with`` block runs. At the block's end: ``stop()``
+    (to end what ``fn`` may still wait for), join the thread, raise what ``fn`` raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, name="alongside")
+    thread.start()
+    try:
+        yield
+    finally:
+        if stop is not None:
+            stop()
+        thread.join()
+    if raised:
+        raise raised[0]

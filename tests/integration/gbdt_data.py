@@ -50,6 +50,16 @@ def fit_resumed(classic, tmp_path, first, num_boost_round, name):
     ).fit()
 
 
+def fit_then_resume(classic, tmp_path, first_rounds, total_rounds):
+    """The results of ``classic`` fitting ``first_rounds`` rounds (run "first"), then resuming
+    from its checkpoint to ``total_rounds`` (run "second"), which reports only the rounds
+    that were missing."""
+    first = classic(tmp_path, num_boost_round=first_rounds, run_config=run(tmp_path, "first")).fit()
+    resumed = fit_resumed(classic, tmp_path, first, total_rounds, "second")
+    assert len(resumed.metrics_dataframe) == total_rounds - first_rounds
+    return first, resumed
+
+
 def batch_predicted_accuracy(checkpoint, predictor_cls) -> float:
     """The accuracy on the validation rows of BatchPredictor with ``predictor_cls``."""
     _, valid_frame = breast_cancer()

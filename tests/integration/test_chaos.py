@@ -101,19 +101,30 @@ def test_a_preempted_driver_stops_restorably_and_resumes_bitwise_equal(tmp_path,
     assert chaos.tally.injected["driver SIGTERM"] == chaos.tally.injected["preempt"] == 1
 
 
+def ran_some_epochs(config) -> bool:
+    """The same value however often the run restarted (train_epochs's is not)."""
+    return train_epochs(config) > 0
+
+
+def resume_equivalent_on_two_workers(tmp_path, faults, *, epochs, fn=ran_some_epochs, **options):
+    """``assert_resume_equivalent`` of ``fn`` running ``epochs`` epochs on two workers."""
+    return assert_resume_equivalent(
+        fn,
+        faults,
+        train_loop_config={"epochs": epochs},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+        **options,
+    )
+
+
 def test_assert_resume_equivalent_passes_a_recovering_loop(tmp_path):
     faults = [
         Fault(kind="raise", rank=1, at_epoch=1),
         Fault(kind="exit", rank=0, at_epoch=2, exit_code=5),
         Fault(kind="slow", rank=1, at_epoch=3, seconds=0.01),
     ]
-    result = assert_resume_equivalent(
-        lambda config: train_epochs(config) > 0,
-        faults,
-        train_loop_config={"epochs": 5},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
-    )
+    result = resume_equivalent_on_two_workers(tmp_path, faults, epochs=5)
     assert result.metrics["epoch"] == 4
     fired = [(f["kind"], f["rank"], f["epoch"]) for f in fired_faults(result.path)]
     assert fired == [("raise", 1, 1), ("exit", 0, 2), ("slow", 1, 3)]
@@ -122,12 +133,8 @@ def test_assert_resume_equivalent_passes_a_recovering_loop(tmp_path):
 def test_assert_resume_equivalent_names_what_differs(tmp_path):
     # train_epochs returns the number of epochs it ran: fewer after a restart
     with pytest.raises(AssertionError) as raised:
-        assert_resume_equivalent(
-            train_epochs,
-            [Fault(kind="raise", rank=0, at_epoch=2)],
-            train_loop_config={"epochs": 4},
-            scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+        resume_equivalent_on_two_workers(
+            tmp_path, [Fault(kind="raise", rank=0, at_epoch=2)], epochs=4, fn=train_epochs
         )
     message = str(raised.value)
     assert "rank 0 returned 2 instead of 4" in message
@@ -137,12 +144,11 @@ def test_assert_resume_equivalent_names_what_differs(tmp_path):
 
 def test_assert_resume_equivalent_says_when_a_fault_never_fired(tmp_path):
     with pytest.raises(AssertionError, match="raise-rank3-epoch1 never fired"):
-        assert_resume_equivalent(
-            train_epochs,
+        resume_equivalent_on_two_workers(
+            tmp_path,
             [Fault(kind="raise", rank=3, at_epoch=1)],
-            train_loop_config={"epochs": 2},
-            scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+            epochs=2,
+            fn=train_epochs,
             compare_return_values=False,
         )
 
@@ -159,12 +165,10 @@ def test_assert_resume_equivalent_needs_hang_detection_for_a_hang():
 
 def test_assert_resume_equivalent_restores_a_preempted_run(tmp_path):
     # SIGTERM to this process, the driver: the run stops restorably and is restored
-    result = assert_resume_equivalent(
-        lambda config: train_epochs(config) > 0,
+    result = resume_equivalent_on_two_workers(
+        tmp_path,
         [Fault(kind="preempt", rank=0, at_epoch=2), Fault(kind="raise", rank=1, at_epoch=3)],
-        train_loop_config={"epochs": 5},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+        epochs=5,
     )
     assert result.metrics_dataframe["epoch"].iloc[-1] == 4
     assert [f["kind"] for f in fired_faults(result.path)] == ["preempt", "raise"]

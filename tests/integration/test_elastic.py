@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -13,10 +14,10 @@ from lockstep import data, train
 from lockstep.train import (
     Checkpoint,
     DataParallelTrainer,
-    RunConfig,
     ScalingConfig,
     UserCallback,
 )
+from tests.helpers import EveryRank
 
 ROWS = 12
 
@@ -32,23 +33,13 @@ def report_world(config):
     train.report({"world_size": ctx.get_world_size(), "rank": ctx.get_world_rank(), "rows": rows})
 
 
-class EveryRank(UserCallback):
-    def __init__(self):
-        self.steps = []
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.steps.append(metrics)
-
-
 def test_starts_with_as_many_workers_as_the_machine_holds(run_config):
     ranks = EveryRank()
     DataParallelTrainer(
         report_world,
         scaling_config=ScalingConfig(num_workers=(1, 8)),
         datasets={"train": data.range(ROWS)},
-        run_config=RunConfig(
-            name=run_config.name, storage_path=run_config.storage_path, verbose=0, callbacks=[ranks]
-        ),
+        run_config=dataclasses.replace(run_config, callbacks=[ranks]),
     ).fit()
     expected = min(8, len(usable_cpus()))
     (step,) = ranks.steps
@@ -129,12 +120,7 @@ def test_a_resize_restarts_from_the_latest_checkpoint_at_the_new_size(run_config
             train_loop_config={"max_epochs": 200},
             scaling_config=ScalingConfig(num_workers=(1, 2), elastic_resize_monitor_interval_s=0),
             datasets={"train": data.range(ROWS)},
-            run_config=RunConfig(
-                name=run_config.name,
-                storage_path=run_config.storage_path,
-                verbose=0,
-                callbacks=[callback],
-            ),
+            run_config=dataclasses.replace(run_config, callbacks=[callback]),
         ).fit()
     finally:
         os.sched_setaffinity(0, original)

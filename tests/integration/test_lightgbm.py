@@ -136,9 +136,7 @@ def test_each_worker_builds_its_dataset_from_its_shard_only(tmp_path):
 
 
 def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
-    first = classic(tmp_path, num_boost_round=3, run_config=gbdt.run(tmp_path, "first")).fit()
-    resumed = gbdt.fit_resumed(classic, tmp_path, first, 5, "second")
-    assert len(resumed.metrics_dataframe) == 2
+    first, resumed = gbdt.fit_then_resume(classic, tmp_path, 3, 5)
     booster = LightGBMTrainer.get_model(resumed.checkpoint)
     assert booster.current_iteration() == 5
     before = LightGBMTrainer.get_model(first.checkpoint).dump_model()["tree_info"]

@@ -21,14 +21,7 @@ def train_func(config):
     import lightning.pytorch as pl
     from torch.utils.data import DataLoader, TensorDataset
 
-    from lockstep.train.lightning import (
-        RayDDPStrategy,
-        RayDeepSpeedStrategy,
-        RayFSDPStrategy,
-        RayLightningEnvironment,
-        RayTrainReportCallback,
-        prepare_trainer,
-    )
+    from lockstep.train import lightning as ray_lightning
 
     class Regression(pl.LightningModule):
         def __init__(self):
@@ -53,9 +46,9 @@ def train_func(config):
     x = torch.randn(64, 4)
     data = TensorDataset(x, x.sum(dim=1, keepdim=True))
     strategy_class = {
-        "ddp": RayDDPStrategy,
-        "fsdp": RayFSDPStrategy,
-        "deepspeed": RayDeepSpeedStrategy,
+        "ddp": ray_lightning.RayDDPStrategy,
+        "fsdp": ray_lightning.RayFSDPStrategy,
+        "deepspeed": ray_lightning.RayDeepSpeedStrategy,
     }[config.get("strategy", "ddp")]
     strategy = strategy_class(**config.get("strategy_kwargs", {}))
     trainer = pl.Trainer(
@@ -63,14 +56,14 @@ def train_func(config):
         devices="auto",
         accelerator="cpu",
         strategy=strategy,
-        plugins=[RayLightningEnvironment()],
-        callbacks=[RayTrainReportCallback()],
+        plugins=[ray_lightning.RayLightningEnvironment()],
+        callbacks=[ray_lightning.RayTrainReportCallback()],
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,
         logger=False,
     )
-    trainer = prepare_trainer(trainer)
+    trainer = ray_lightning.prepare_trainer(trainer)
     model = Regression()
     loader = DataLoader(data, batch_size=8, shuffle=True)
     checkpoint = train.get_checkpoint()
@@ -78,7 +71,7 @@ def train_func(config):
         trainer.fit(model, loader)
     else:
         with checkpoint.as_directory() as directory:
-            path = os.path.join(directory, RayTrainReportCallback.CHECKPOINT_NAME)
+            path = os.path.join(directory, ray_lightning.RayTrainReportCallback.CHECKPOINT_NAME)
             trainer.fit(model, loader, ckpt_path=path)
     assert len(loader.dataset) // len(trainer.train_dataloader) == 16  # 32 rows a rank
     if config.get("validate"):

@@ -22,7 +22,7 @@ from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from lockstep.train.lightgbm import LightGBMTrainer, get_network_params
 from lockstep.train.torch import TorchConfig, TorchTrainer
 from lockstep.train.xgboost import XGBoostConfig
-from tests.helpers import LOOPBACK, EveryRank, ListeningSockets, listening_now, not_on_loopback
+from tests.helpers import LOOPBACK, EveryRank, listening_now, not_on_loopback, sockets_listened_on
 from tests.integration.gbdt_data import datasets
 
 TWO = ScalingConfig(num_workers=2)
@@ -37,9 +37,9 @@ def fit(trainer_cls, fn, run_config, **kwargs):
     """Run ``fn`` on two workers; what listened beyond loopback, and every rank's reports."""
     ranks = EveryRank()
     config = dataclasses.replace(run_config, callbacks=[ranks])
-    with ListeningSockets() as sockets:
+    with sockets_listened_on() as seen:
         trainer_cls(fn, scaling_config=TWO, run_config=config, **kwargs).fit()
-    elsewhere = not_on_loopback(sockets.seen)
+    elsewhere = not_on_loopback(seen)
     for step in ranks.steps:
         for metrics in step:
             found = {(ip, port): pid for ip, port, pid in metrics.get("listening", [])}
@@ -55,10 +55,10 @@ def test_a_run_without_a_framework_listens_on_nothing(run_config):
 
     ranks = EveryRank()
     config = RunConfig(storage_path=run_config.storage_path, verbose=0, callbacks=[ranks])
-    with ListeningSockets() as sockets:
+    with sockets_listened_on() as seen:
         DataParallelTrainer(train_func, scaling_config=TWO, run_config=config).fit()
     # The driver talks to its workers (and its fork server) over socket pairs: no port.
-    assert sockets.seen == {}
+    assert seen == {}
     assert [m["listening"] for m in ranks.steps[0]] == [[], []]
 
 

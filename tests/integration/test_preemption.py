@@ -89,14 +89,19 @@ def run_script(tmp_path, mark: str, **popen) -> subprocess.Popen[str]:
     )
 
 
+def wait_for_iteration(driver: subprocess.Popen[str], iteration: int) -> None:
+    """Read the driver's progress lines until the one of ``iteration``."""
+    assert driver.stderr is not None
+    for line in driver.stderr:
+        if f"| iter {iteration} |" in line:
+            break
+
+
 def sigterm_mid_training(tmp_path, mark: str) -> tuple[subprocess.Popen[str], str, float]:
     """Start the script, SIGTERM its driver at the fifth step; return it, its stderr and
     when the signal was sent."""
     driver = run_script(tmp_path, mark)
-    assert driver.stderr is not None
-    for line in driver.stderr:
-        if "| iter 5 |" in line:
-            break
+    wait_for_iteration(driver, 5)
     sent = time.time()
     driver.send_signal(signal.SIGTERM)
     _, err = driver.communicate(timeout=120)
@@ -184,10 +189,7 @@ def test_workers_that_never_report_again_are_stopped_by_the_deadline(tmp_path):
         text=True,
         env={**os.environ, "LOCKSTEP_PROGRESS_INTERVAL_S": "0", MARK: mark},
     )
-    assert driver.stderr is not None
-    for line in driver.stderr:
-        if "| iter 1 |" in line:
-            break
+    wait_for_iteration(driver, 1)
     sent = time.monotonic()
     driver.send_signal(signal.SIGTERM)
     _, err = driver.communicate(timeout=120)

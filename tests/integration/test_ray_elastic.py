@@ -3,6 +3,7 @@ with fewer workers; a node joins and the run grows again."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -11,10 +12,10 @@ from lockstep.train import (
     CheckpointConfig,
     DataParallelTrainer,
     FailureConfig,
-    RunConfig,
     ScalingConfig,
     UserCallback,
 )
+from tests.helpers import running_alongside
 
 from .test_elastic import ROWS, train_until_resized
 
@@ -64,47 +65,38 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
 
     nodes = [ray_cluster.add_node(num_cpus=1, resources=SLOT) for _ in range(2)]
     ray_cluster.wait_for_nodes(3)
-    events, errors = NodeEvents(), []
+    events = NodeEvents()
 
     def change_the_cluster():
-        try:
-            events.wait_for(2)
-            ray_cluster.kill_node(nodes.pop())  # a machine dies
-            events.wait_for(1)
-            nodes.append(ray_cluster.add_node(num_cpus=1, resources=SLOT))  # one joins
-        except BaseException as exc:
-            errors.append(exc)
+        events.wait_for(2)
+        ray_cluster.kill_node(nodes.pop())  # a machine dies
+        events.wait_for(1)
+        nodes.append(ray_cluster.add_node(num_cpus=1, resources=SLOT))  # one joins
 
-    changer = threading.Thread(target=change_the_cluster)
-    changer.start()
     try:
-        result = DataParallelTrainer(
-            train_until_resized,
-            train_loop_config={"max_epochs": 3000, "sleep_s": 0.1},
-            scaling_config=ScalingConfig(
-                num_workers=(1, 2),
-                resources_per_worker={"CPU": 1, **SLOT},
-                elastic_resize_monitor_interval_s=1.0,
-                executor="ray",
-            ),
-            datasets={"train": data.range(ROWS)},
-            run_config=RunConfig(
-                name=run_config.name,
-                storage_path=run_config.storage_path,
-                verbose=0,
-                callbacks=[events],
-                checkpoint_config=CheckpointConfig(num_to_keep=2),
-                # the node lost is a failure, as in Ray; growing is not
-                failure_config=FailureConfig(max_failures=1),
-            ),
-        ).fit()
+        with running_alongside(change_the_cluster, stop=events.end):
+            result = DataParallelTrainer(
+                train_until_resized,
+                train_loop_config={"max_epochs": 3000, "sleep_s": 0.1},
+                scaling_config=ScalingConfig(
+                    num_workers=(1, 2),
+                    resources_per_worker={"CPU": 1, **SLOT},
+                    elastic_resize_monitor_interval_s=1.0,
+                    executor="ray",
+                ),
+                datasets={"train": data.range(ROWS)},
+                run_config=dataclasses.replace(
+                    run_config,
+                    callbacks=[events],
+                    checkpoint_config=CheckpointConfig(num_to_keep=2),
+                    # the node lost is a failure, as in Ray; growing is not
+                    failure_config=FailureConfig(max_failures=1),
+                ),
+            ).fit()
     finally:
-        events.end()
-        changer.join()
         for port in nodes:
             ray_cluster.kill_node(port)
         ray_cluster.wait_for_nodes_dead(1)
-    assert not errors
     assert result.metrics["sizes"] == [2, 1, 2]
     epochs = result.metrics_dataframe["epoch"].tolist()
     assert epochs == list(range(len(epochs)))  # every restart resumed from the last checkpoint

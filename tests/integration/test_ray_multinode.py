@@ -13,19 +13,9 @@ from lockstep import train
 from lockstep.testing import train_epochs
 from lockstep.train import FailureConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer, prepare_model
-from tests.helpers import EveryRank, latest_checkpoint
+from tests.helpers import EveryRank, latest_checkpoint, running_alongside
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
-
-
-@pytest.fixture
-def second_node(ray_cluster):
-    """A second node, labelled with its own resource; killed again after the test."""
-    port = ray_cluster.add_node(num_cpus=2, resources={"second_node": 2})
-    ray_cluster.wait_for_nodes(2)
-    yield port
-    ray_cluster.kill_node(port)
-    ray_cluster.wait_for_nodes_dead(1)
 
 
 def where_am_i():
@@ -126,9 +116,7 @@ def test_a_node_dying_mid_run_is_survived_from_the_last_checkpoint(
         ray_cluster.kill_node(second_node)
         killed.set()
 
-    killer = threading.Thread(target=kill_when_checkpointed)
-    killer.start()
-    try:
+    with running_alongside(kill_when_checkpointed):
         result = TorchTrainer(
             # long enough for Ray to notice: a worker outlives its raylet by about 3 s
             train_epochs,
@@ -140,8 +128,6 @@ def test_a_node_dying_mid_run_is_survived_from_the_last_checkpoint(
                 run_config, failure_config=FailureConfig(max_failures=1)
             ),
         ).fit()
-    finally:
-        killer.join()
     assert killed.is_set()
     epochs = result.metrics_dataframe["epoch"].tolist()
     assert epochs[-1] == 11 and epochs.count(0) == 1  # never restarted from scratch

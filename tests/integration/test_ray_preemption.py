@@ -4,10 +4,12 @@ the nodes that stay, counted against max_preemption_failures and not max_failure
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,6 @@ from lockstep.train import (
     DataParallelTrainer,
     FailureConfig,
     Result,
-    RunConfig,
     ScalingConfig,
     UserCallback,
 )
@@ -25,16 +26,6 @@ from lockstep.train import (
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
 STEPS = 12
-
-
-@pytest.fixture
-def second_node(ray_cluster):
-    """A second node, labelled with its own resource; killed again after the test."""
-    port = ray_cluster.add_node(num_cpus=2, resources={"second_node": 2})
-    ray_cluster.wait_for_nodes(2)
-    yield port
-    ray_cluster.kill_node(port)
-    ray_cluster.wait_for_nodes_dead(1)
 
 
 def steps_with_a_checkpoint_on_preemption(config):
@@ -90,15 +81,13 @@ class DrainSecondNode(UserCallback):
         self.drained.append(node)
 
 
-def test_a_drained_node_checkpoints_and_restarts_counted_apart(second_node, tmp_path):
+def test_a_drained_node_checkpoints_and_restarts_counted_apart(second_node, run_config):
     drain = DrainSecondNode()
     result = DataParallelTrainer(
         steps_with_a_checkpoint_on_preemption,
         scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD", executor="ray"),
-        run_config=RunConfig(
-            name="run",
-            storage_path=str(tmp_path),
-            verbose=0,
+        run_config=dataclasses.replace(
+            run_config,
             callbacks=[drain],
             failure_config=FailureConfig(max_failures=0),  # a preemption is not a failure
         ),
@@ -113,6 +102,6 @@ def test_a_drained_node_checkpoints_and_restarts_counted_apart(second_node, tmp_
     after = drain.steps[drain.steps.index(told[0]) + 1 :]
     assert after[0][0]["step"] == told[0][0]["step"] + 1
     assert all(m["node"] != drain.drained[0] for step in after for m in step)
-    state = json.loads((tmp_path / "run" / "run_state.json").read_text())
+    state = json.loads((Path(result.path) / "run_state.json").read_text())
     assert (state["num_failures"], state["num_preemptions"]) == (0, 1)
-    assert Result.from_path(str(tmp_path / "run")).metrics["step"] == STEPS - 1
+    assert Result.from_path(result.path).metrics["step"] == STEPS - 1

@@ -9,8 +9,8 @@ from lockstep.train import (
     FailureConfig,
     Result,
     RunConfig,
-    ScalingConfig,
 )
+from tests.helpers import fit_on
 
 
 def test_process_workers_checkpoint_straight_to_s3(s3_endpoint):
@@ -21,12 +21,10 @@ def test_process_workers_checkpoint_straight_to_s3(s3_endpoint):
         checkpoint_config=CheckpointConfig(num_to_keep=1),
         failure_config=FailureConfig(max_failures=1),
     )
-    result = DataParallelTrainer(
-        train_epochs,
-        train_loop_config={"epochs": 3, "faults": [Fault(kind="raise", rank=1, at_epoch=2)]},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=config,
-    ).fit()
+    faults = [Fault(kind="raise", rank=1, at_epoch=2)]
+    result = fit_on(
+        DataParallelTrainer, train_epochs, config, train_loop_config={"epochs": 3, "faults": faults}
+    )
     assert result.path == "s3://lockstep-runs/exp/s3run"
     assert result.metrics["epoch"] == 2
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
@@ -42,12 +40,11 @@ def test_process_workers_checkpoint_straight_to_s3(s3_endpoint):
 
 def test_inline_run_on_memory_storage():
     try:
-        result = DataParallelTrainer(
-            train_epochs,
-            train_loop_config={"epochs": 2},
-            scaling_config=ScalingConfig(num_workers=0),
-            run_config=RunConfig(name="mem", storage_path="memory://lockstep-inline", verbose=0),
-        ).fit()
+        config = RunConfig(name="mem", storage_path="memory://lockstep-inline", verbose=0)
+        loop_config = {"epochs": 2}
+        result = fit_on(
+            DataParallelTrainer, train_epochs, config, num_workers=0, train_loop_config=loop_config
+        )
         assert result.path.startswith("memory://")
         assert result.checkpoint.get_metadata() == {}
         with result.checkpoint.as_directory() as d, open(f"{d}/epoch.txt") as f:

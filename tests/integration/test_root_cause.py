@@ -1,6 +1,7 @@
 """When one rank dies, its peers fail too (a closed connection): the error names the rank
 that died first, and lists the peers' errors as its consequences."""
 
+import dataclasses
 import os
 import random
 import signal
@@ -10,13 +11,8 @@ import pytest
 
 from lockstep import train
 from lockstep._core.errors import root_cause
-from lockstep.train import (
-    DataParallelTrainer,
-    FailureConfig,
-    RunConfig,
-    ScalingConfig,
-    TrainingFailedError,
-)
+from lockstep.train import DataParallelTrainer, FailureConfig, TrainingFailedError
+from tests.helpers import fit_on
 
 KILLS = 100
 
@@ -56,22 +52,13 @@ class Blame(train.UserCallback):
 
 
 @pytest.mark.slow
-def test_the_rank_killed_is_named_every_time(tmp_path):
+def test_the_rank_killed_is_named_every_time(run_config):
     blame = Blame()
-    trainer = DataParallelTrainer(
-        ping_pong,
-        train_loop_config={"rounds": 20},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(
-            name="kills",
-            storage_path=str(tmp_path),
-            verbose=0,
-            callbacks=[blame],
-            failure_config=FailureConfig(max_failures=KILLS - 1),
-        ),
+    config = dataclasses.replace(
+        run_config, callbacks=[blame], failure_config=FailureConfig(max_failures=KILLS - 1)
     )
     with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
+        fit_on(DataParallelTrainer, ping_pong, config, train_loop_config={"rounds": 20})
     assert len(blame.roots) == KILLS
     for root in blame.roots:
         assert (root.rank, root.kind) == (1, "signal"), root.summary

@@ -24,6 +24,7 @@ from lockstep.train import (
     ScalingConfig,
     TrainingFailedError,
 )
+from tests.helpers import S3Server, serving_s3
 
 
 def checkpoint_each_step(config):
@@ -153,57 +154,15 @@ def test_a_read_only_directory_keeps_the_previous_checkpoint_and_says_so(tmp_pat
     assert_only_the_first_checkpoint(str(tmp_path / "run"))
 
 
-class S3:
-    """A real S3 API (moto's server) on a local port, which a test may stop and start
-    again (its objects are kept: they live in this process)."""
-
-    def __init__(self) -> None:
-        from conftest import free_port
-
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._server = None
-
-    def start(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-
 @pytest.fixture
-def s3(monkeypatch) -> Iterator[S3]:
-    import fsspec
-    import requests
-
-    server = S3()
-    server.start()
-    try:
-        requests.post(f"{server.endpoint}/moto-api/reset", timeout=10)
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": server.endpoint,
-            # one try per call in botocore: the retries with backoff are lockstep's own
-            "AWS_MAX_ATTEMPTS": "1",
-        }.items():
-            monkeypatch.setenv(key, value)
-        fsspec.filesystem("s3").clear_instance_cache()
-        fsspec.filesystem("s3", skip_instance_cache=True).mkdir("lockstep-runs")
+def s3(monkeypatch) -> Iterator[S3Server]:
+    # one try per call in botocore: the retries with backoff are lockstep's own
+    with serving_s3(monkeypatch, AWS_MAX_ATTEMPTS="1") as server:
         yield server
-    finally:
-        fsspec.filesystem("s3").clear_instance_cache()
-        server.stop()
 
 
 class StopS3AfterFirstCheckpoint(train.UserCallback):
-    def __init__(self, server: S3) -> None:
+    def __init__(self, server: S3Server) -> None:
         self.server = server
 
     def __reduce__(self):  # pickled for restore: the server stays in this process

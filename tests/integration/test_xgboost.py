@@ -72,9 +72,7 @@ def test_every_rank_reports_the_same_metrics_over_all_shards(tmp_path):
 
 
 def test_resume_from_checkpoint_adds_only_the_missing_rounds(tmp_path):
-    first = classic(tmp_path, num_boost_round=4, run_config=gbdt.run(tmp_path, "first")).fit()
-    resumed = gbdt.fit_resumed(classic, tmp_path, first, 7, "second")
-    assert len(resumed.metrics_dataframe) == 3
+    first, resumed = gbdt.fit_then_resume(classic, tmp_path, 4, 7)
     booster = XGBoostTrainer.get_model(resumed.checkpoint)
     assert booster.num_boosted_rounds() == 7
     # the first 4 trees are the checkpoint's

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from lockstep.data._batching import rebatch, shuffle_batches
 from lockstep.data._convert import check_batch_format, to_format, to_rows
 from lockstep.data._position import PassTracker, take_row_ids, with_row_ids
 from lockstep.data._prefetch import prefetch
+from lockstep.data._relational import Schema
 from lockstep.data._stats import IterStats, counted
+
+if TYPE_CHECKING:
+    from lockstep.data._plan import Plan
 
 T = TypeVar("T")
 
@@ -46,14 +50,23 @@ class BatchIterable:
     """Iteration methods over whatever ``_pass_blocks()`` yields."""
 
     _last_stats: IterStats | None = None
+    _plan: Plan  # the sources and pending ops of the rows
 
     def _pass_blocks(self) -> Iterator[Any]:
         """The blocks of one pass (one epoch; every epoch for a pipeline)."""
         raise NotImplementedError
 
-    def schema(self) -> Any:
-        """The ``pyarrow.Schema`` of the rows, or None when there are none to look at."""
-        raise NotImplementedError
+    def schema(self) -> Schema | None:
+        """The :class:`~lockstep.data.Schema` of the rows, or None when there are none to
+        look at.
+
+        Example:
+            >>> import lockstep.data as ld
+            >>> ld.range(2).iterator().schema().names
+            ['id']
+        """
+        schema = self._plan.schema()
+        return Schema(schema) if schema is not None else None
 
     def iter_rows(self, *, prefetch_batches: int = 1) -> Iterable[dict[str, Any]]:
         """The rows, as dicts of column name to value; each ``for`` loop is a new pass.

@@ -8,7 +8,6 @@ from typing import Any, Generic, TypeVar
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
 from lockstep.data._position import PassTracker, ShardPlace
-from lockstep.data._relational import Schema
 
 D = TypeVar("D")
 
@@ -49,17 +48,6 @@ class DataIterator(BatchIterable, Generic[D]):
             return self._pass_blocks(), None
         plan = self._place.begin_pass()
         return (plan or self._plan).blocks(), self._place.tracker
-
-    def schema(self) -> Any:
-        """The :class:`~lockstep.data.Schema` of the rows.
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(2).iterator().schema().names
-            ['id']
-        """
-        schema = self._plan.schema()
-        return Schema(schema) if schema is not None else None
 
     def count(self) -> int:
         """The number of rows in one epoch.

@@ -12,7 +12,7 @@ import abc
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -219,37 +219,46 @@ class AddColumn(Op):
 
 
 @dataclass(frozen=True)
-class SelectColumns(Op):
-    """``select_columns``: these columns, in this order."""
+class _NamedColumnsOp(Op):
+    """An op on named columns of every block, each of which must have them all."""
 
     columns: tuple[str, ...]
     preserves_rows = True
+    #: The Dataset method the op is, for errors and ``describe``.
+    method: ClassVar[str]
 
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             if block.num_columns or block.num_rows:
-                require_columns(block.column_names, self.columns, "select_columns")
-                yield block.select(list(self.columns))
+                require_columns(block.column_names, self.columns, self.method)
+                yield self._apply_to(block)
+
+    @abc.abstractmethod
+    def _apply_to(self, block: pa.Table) -> pa.Table:
+        """``block`` (which has all the columns) transformed."""
 
     def describe(self) -> str:
-        return f"select_columns({list(self.columns)})"
+        return f"{self.method}({list(self.columns)})"
 
 
 @dataclass(frozen=True)
-class DropColumns(Op):
+class SelectColumns(_NamedColumnsOp):
+    """``select_columns``: these columns, in this order."""
+
+    method = "select_columns"
+
+    def _apply_to(self, block: pa.Table) -> pa.Table:
+        return block.select(list(self.columns))
+
+
+@dataclass(frozen=True)
+class DropColumns(_NamedColumnsOp):
     """``drop_columns``."""
 
-    columns: tuple[str, ...]
-    preserves_rows = True
+    method = "drop_columns"
 
-    def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
-        for block in blocks:
-            if block.num_columns or block.num_rows:
-                require_columns(block.column_names, self.columns, "drop_columns")
-                yield block.drop_columns(list(self.columns))
-
-    def describe(self) -> str:
-        return f"drop_columns({list(self.columns)})"
+    def _apply_to(self, block: pa.Table) -> pa.Table:
+        return block.drop_columns(list(self.columns))
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ reshuffles its own shard at every epoch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from lockstep.data._iterable import BatchIterable
 from lockstep.data._plan import Plan
-from lockstep.data._relational import Schema
 from lockstep.data._split import check_num_splits
 
 D = TypeVar("D")
@@ -50,18 +50,12 @@ class DatasetPipeline(BatchIterable, Generic[D]):
         self._seed = seed
         self._last_stats = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "plan": self._plan,
-            "wrap": self._wrap,
-            "times": self._times,
-            "shuffle": self._shuffle,
-            "seed": self._seed,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        times, shuffle, seed = state["times"], state["shuffle"], state["seed"]
-        self.__init__(state["plan"], state["wrap"], times=times, shuffle=shuffle, seed=seed)  # type: ignore[misc]
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its description: the stats of the last pass stay behind.
+        rebuild = functools.partial(
+            DatasetPipeline, times=self._times, shuffle=self._shuffle, seed=self._seed
+        )
+        return rebuild, (self._plan, self._wrap)
 
     def random_shuffle_each_window(self, *, seed: int | None = None) -> DatasetPipeline[D]:
         """Shuffle the rows anew at each epoch (with ``seed + epoch`` when a seed is given).
@@ -122,17 +116,6 @@ class DatasetPipeline(BatchIterable, Generic[D]):
             )
             for part in self._plan.split(n, equal)
         ]
-
-    def schema(self) -> Any:
-        """The :class:`~lockstep.data.Schema` of the rows.
-
-        Example:
-            >>> import lockstep.data as ld
-            >>> ld.range(2).repeat().schema().names
-            ['id']
-        """
-        schema = self._plan.schema()
-        return Schema(schema) if schema is not None else None
 
     def __repr__(self) -> str:
         times = "forever" if self._times is None else f"{self._times} epochs"

@@ -107,7 +107,33 @@ class Predictor(abc.ABC):
         return f"{type(self).__name__}(preprocessor={self._preprocessor!r})"
 
 
-class BoosterPredictor(Predictor):
+class NamedFeaturesPredictor(Predictor):
+    """A predictor whose model knows the columns it was trained on: each batch is narrowed
+    to them (or to ``feature_columns``, when given) before the model predicts."""
+
+    #: What the model is called in the error about missing columns.
+    _model_kind: ClassVar[str] = "model"
+
+    def _predict_pandas(
+        self,
+        data: pd.DataFrame,
+        feature_columns: Sequence[str] | None = None,
+        **predict_kwargs: Any,
+    ) -> pd.DataFrame:
+        names = list(feature_columns or self._feature_names(data))
+        features = select_features(data, names, self._model_kind)
+        return prediction_frame(self._predict_features(features, **predict_kwargs), data.index)
+
+    @abc.abstractmethod
+    def _feature_names(self, data: pd.DataFrame) -> list[str]:
+        """The model's features, as columns of ``data`` (none when it does not know)."""
+
+    @abc.abstractmethod
+    def _predict_features(self, features: pd.DataFrame, **predict_kwargs: Any) -> Any:
+        """The model's predictions for the selected ``features``."""
+
+
+class BoosterPredictor(NamedFeaturesPredictor):
     """What the XGBoost and LightGBM predictors share: a booster read from a checkpoint by
     the framework's report callback (the subclass's ``_report_callback``).
 
@@ -117,6 +143,7 @@ class BoosterPredictor(Predictor):
     """
 
     _report_callback: ClassVar[Any]
+    _model_kind = "booster"
 
     def __init__(self, model: Any, preprocessor: Any = None) -> None:
         super().__init__(preprocessor)

@@ -5,6 +5,7 @@ import pickle
 import cloudpickle
 
 import lockstep.data as ld
+from tests.helpers import epochs_as_torch
 
 
 def test_every_iteration_is_a_new_epoch_over_the_same_rows():
@@ -31,16 +32,7 @@ def test_iter_epochs_and_to_torch_like_the_older_api():
     import torch
 
     it = ld.from_items([{"x": float(i), "y": 2.0 * i} for i in range(4)]).iterator()
-    epochs = it.iter_epochs()
-    for _ in range(2):
-        epoch = next(epochs)
-        torch_ds = epoch.to_torch(
-            label_column="y",
-            feature_columns=["x"],
-            batch_size=2,
-            label_column_dtype=torch.float,
-            feature_column_dtypes=torch.float,
-        )
+    for torch_ds in epochs_as_torch(it.iter_epochs(), count=2, batch_size=2):
         labels = torch.cat([y for _, y in torch_ds])
         assert labels.squeeze(1).tolist() == [0.0, 2.0, 4.0, 6.0]
     assert len(list(it.iter_epochs(max_epoch=3))) == 3

@@ -1,9 +1,9 @@
 """DatasetPipeline: repeat(), random_shuffle_each_window(), iter_epochs(), split()."""
 
 import pytest
-import torch
 
 import lockstep.data as ld
+from tests.helpers import epochs_as_torch
 
 
 def test_repeat_iterates_every_epoch():
@@ -44,16 +44,7 @@ def test_the_older_ray_train_example_runs():
     train_ds, valid_ds = dataset.random_shuffle().split_at_indices([80])
     train_pipe = train_ds.repeat().random_shuffle_each_window()
     shard = train_pipe.split(2, equal=True)[0]
-    epochs = shard.iter_epochs()
-    for _ in range(3):
-        epoch = next(epochs)
-        torch_ds = epoch.to_torch(
-            label_column="y",
-            feature_columns=["x"],
-            label_column_dtype=torch.float,
-            feature_column_dtypes=torch.float,
-            batch_size=16,
-        )
+    for torch_ds in epochs_as_torch(shard.iter_epochs(), count=3, batch_size=16):
         assert sum(len(y) for _, y in torch_ds) == 40
     assert valid_ds.repeat().schema().names == ["x", "y"]
 
@@ -62,3 +53,16 @@ def test_bad_repeat_count():
     with pytest.raises(ValueError, match="non-negative int"):
         ld.range(2).repeat(-1)
     assert "forever" in repr(ld.range(2).repeat())
+
+
+def test_a_pipeline_pickles_as_its_description():
+    import pickle
+
+    pipe = ld.range(4).repeat(2).random_shuffle_each_window(seed=3)
+    for _ in pipe.iter_batches():
+        pass  # a pass leaves stats behind, which the copy does not take
+    copy = pickle.loads(pickle.dumps(pipe))
+    assert repr(copy) == repr(pipe)
+    assert copy._last_stats is None
+    expected = [[r["id"] for r in epoch.take_all()] for epoch in pipe.iter_epochs()]
+    assert [[r["id"] for r in epoch.take_all()] for epoch in copy.iter_epochs()] == expected

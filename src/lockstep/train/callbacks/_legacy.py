@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockstep._core.callback import Callback, Trial
+from lockstep._core.callback import Trial
+from lockstep.train.callbacks._logger import TrialLifecycleCallback
 
 
-class TrainingCallback(Callback):
+class TrainingCallback(TrialLifecycleCallback):
     """The callback of early Ray Train: ``handle_result`` gets every worker's results.
 
     Override ``start_training``, ``handle_result`` and ``finish_training``. Works in
@@ -34,18 +35,11 @@ class TrainingCallback(Callback):
     def finish_training(self, error: bool = False, **info: Any) -> None:
         """Called once after training ends; ``error`` when it failed."""
 
-    def on_trial_start(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
+    def _trial_started(self, trial: Trial) -> None:
         self.start_training(trial.path, trial.config)
 
-    def on_trial_result(
-        self,
-        iteration: int,
-        trials: list[Trial],
-        trial: Trial,
-        result: dict[str, Any],
-        **info: Any,
+    def _trial_result(
+        self, iteration: int, trial: Trial, result: dict[str, Any], info: dict[str, Any]
     ) -> None:
         auto = {
             "_training_iteration": result.get("training_iteration"),
@@ -55,15 +49,8 @@ class TrainingCallback(Callback):
         workers = info.get("worker_results") or [{k: v for k, v in result.items() if k != "config"}]
         self.handle_result([{**w, **auto} for w in workers])
 
-    def on_trial_complete(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
-        self.finish_training(error=False)
-
-    def on_trial_error(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
-        self.finish_training(error=True)
+    def _trial_ended(self, trial: Trial, failed: bool) -> None:
+        self.finish_training(error=failed)
 
 
 class PrintCallback(TrainingCallback):

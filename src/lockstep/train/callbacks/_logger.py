@@ -10,7 +10,53 @@ from typing import Any
 from lockstep._core.callback import Callback, Trial
 
 
-class LoggerCallback(Callback):
+class TrialLifecycleCallback(Callback):
+    """The trial hooks as three events: a trial started, gave a result, ended.
+
+    The base of the logging interfaces that see a trial's life and not the experiment's
+    (:class:`LoggerCallback`, Ray Train 1.x's ``TrainingCallback``), so that each maps the
+    hooks once. ``info`` holds the hook's keyword arguments (``worker_results`` in a Train
+    run).
+    """
+
+    def _trial_started(self, trial: Trial) -> None:
+        """A trial started (or restarted)."""
+
+    def _trial_result(
+        self, iteration: int, trial: Trial, result: dict[str, Any], info: dict[str, Any]
+    ) -> None:
+        """A trial reported ``result``."""
+
+    def _trial_ended(self, trial: Trial, failed: bool) -> None:
+        """A trial ended; ``failed`` when with an error."""
+
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self._trial_started(trial)
+
+    def on_trial_result(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        result: dict[str, Any],
+        **info: Any,
+    ) -> None:
+        self._trial_result(iteration, trial, result, info)
+
+    def on_trial_complete(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self._trial_ended(trial, failed=False)
+
+    def on_trial_error(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self._trial_ended(trial, failed=True)
+
+
+class LoggerCallback(TrialLifecycleCallback):
     """Logs each trial's start, results and end; as ``ray.tune.logger.LoggerCallback``.
 
     Override the ``log_trial_*`` methods; the :class:`Callback` hooks call them. The same
@@ -42,35 +88,21 @@ class LoggerCallback(Callback):
     def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
         """Called once when a trial ends; ``failed`` when it ended with an error."""
 
-    def on_trial_start(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
+    def _trial_started(self, trial: Trial) -> None:
         self.log_trial_start(trial)
 
-    def on_trial_result(
-        self,
-        iteration: int,
-        trials: list[Trial],
-        trial: Trial,
-        result: dict[str, Any],
-        **info: Any,
+    def _trial_result(
+        self, iteration: int, trial: Trial, result: dict[str, Any], info: dict[str, Any]
     ) -> None:
         self.log_trial_result(iteration, trial, result)
+
+    def _trial_ended(self, trial: Trial, failed: bool) -> None:
+        self.log_trial_end(trial, failed=failed)
 
     def on_checkpoint(
         self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any
     ) -> None:
         self.log_trial_save(trial)
-
-    def on_trial_complete(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
-        self.log_trial_end(trial, failed=False)
-
-    def on_trial_error(
-        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
-    ) -> None:
-        self.log_trial_end(trial, failed=True)
 
 
 def scalar(value: Any) -> float | None:

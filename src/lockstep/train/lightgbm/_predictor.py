@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lockstep.train._predictor import BoosterPredictor, prediction_frame, select_features
+from lockstep.train._predictor import BoosterPredictor
 from lockstep.train.lightgbm._callback import RayTrainReportCallback
 
 if TYPE_CHECKING:
@@ -29,24 +28,20 @@ class LightGBMPredictor(BoosterPredictor):
 
     _report_callback = RayTrainReportCallback
 
-    def _predict_pandas(
-        self,
-        data: pd.DataFrame,
-        feature_columns: Sequence[str] | None = None,
-        **predict_kwargs: Any,
-    ) -> pd.DataFrame:
-        names = list(feature_columns or _feature_names(self.model, data))
-        features = select_features(data, names, "booster")
-        return prediction_frame(self.model.predict(features, **predict_kwargs), data.index)
+    def _feature_names(self, data: pd.DataFrame) -> list[str]:
+        """The booster's features as columns of ``data``.
+
+        LightGBM writes spaces in feature names as underscores, so a column "mean radius" was
+        feature "mean_radius".
+        """
+        return _as_columns(list(self.model.feature_name()), data)
+
+    def _predict_features(self, features: pd.DataFrame, **predict_kwargs: Any) -> Any:
+        return self.model.predict(features, **predict_kwargs)
 
 
-def _feature_names(model: Any, data: pd.DataFrame) -> list[str]:
-    """The booster's features as columns of ``data``.
-
-    LightGBM writes spaces in feature names as underscores, so a column "mean radius" was
-    feature "mean_radius".
-    """
-    names = list(model.feature_name())
+def _as_columns(names: list[str], data: pd.DataFrame) -> list[str]:
+    """LightGBM's feature ``names`` as the columns of ``data`` they were."""
     if all(n in data.columns for n in names):
         return names
     by_saved_name = {str(c).replace(" ", "_"): c for c in data.columns}

@@ -169,10 +169,13 @@ class RayDeepSpeedStrategy(_OnLockstepWorkers, pl.strategies.DeepSpeedStrategy):
         if self.root_device.type != "cpu":
             return super()._setup_model_and_optimizer(model, optimizer, lr_scheduler)
         parameters = [p for p in model.parameters() if p.requires_grad]
-        engine, deepspeed_optimizer = self._initialize_on_cpu(
-            model, self.config, parameters, optimizer, lr_scheduler
+        return self._initialize_on_cpu(
+            model,
+            self.config,
+            model_parameters=parameters,
+            optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
         )
-        return engine, deepspeed_optimizer
 
     def _initialize_deepspeed_inference(self, model: torch.nn.Module) -> None:
         if self.root_device.type != "cpu":
@@ -188,11 +191,13 @@ class RayDeepSpeedStrategy(_OnLockstepWorkers, pl.strategies.DeepSpeedStrategy):
         importlib.import_module(pl.strategies.DeepSpeedStrategy.__module__).remove_module_hooks(
             model
         )
-        self.model, _ = self._initialize_on_cpu(model, config, [], None, None)
+        self.model, _ = self._initialize_on_cpu(model, config, model_parameters=[])
 
     def _initialize_on_cpu(
-        self, model: torch.nn.Module, config: Any, parameters: Any, optimizer: Any, scheduler: Any
+        self, model: torch.nn.Module, config: Any, **training: Any
     ) -> tuple[Any, Any]:
+        """The engine and optimizer of ``deepspeed.initialize`` on the CPU accelerator;
+        ``training`` holds its ``model_parameters``, ``optimizer`` and ``lr_scheduler``."""
         import deepspeed
 
         # Lightning names the device by ``root_device.index``, None on a CPU, which DeepSpeed
@@ -201,10 +206,8 @@ class RayDeepSpeedStrategy(_OnLockstepWorkers, pl.strategies.DeepSpeedStrategy):
             args=argparse.Namespace(device_rank=self.local_rank),
             config=config,
             model=model,
-            model_parameters=parameters,
-            optimizer=optimizer,
-            lr_scheduler=scheduler,
             dist_init_required=False,
+            **training,
         )
         return engine, deepspeed_optimizer
 

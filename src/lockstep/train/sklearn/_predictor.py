@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._predictor import Predictor, prediction_frame, select_features
+from lockstep.train._predictor import NamedFeaturesPredictor
 from lockstep.train.sklearn._trainer import SklearnTrainer
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class SklearnPredictor(Predictor):
+class SklearnPredictor(NamedFeaturesPredictor):
     """Predicts with a fitted scikit-learn estimator, after the preprocessor saved with it.
 
     Args:
@@ -50,12 +49,8 @@ class SklearnPredictor(Predictor):
         estimator = SklearnTrainer.get_model(checkpoint)
         return cls(estimator, preprocessor=checkpoint.get_preprocessor())
 
-    def _predict_pandas(
-        self,
-        data: pd.DataFrame,
-        feature_columns: Sequence[str] | None = None,
-        **predict_kwargs: Any,
-    ) -> pd.DataFrame:
-        names = feature_columns or getattr(self.estimator, "feature_names_in_", None)
-        features = select_features(data, list(names) if names is not None else None, "model")
-        return prediction_frame(self.estimator.predict(features, **predict_kwargs), data.index)
+    def _feature_names(self, data: pd.DataFrame) -> list[str]:
+        return list(getattr(self.estimator, "feature_names_in_", []))
+
+    def _predict_features(self, features: pd.DataFrame, **predict_kwargs: Any) -> Any:
+        return self.estimator.predict(features, **predict_kwargs)

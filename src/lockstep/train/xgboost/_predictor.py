@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import xgboost
 
-from lockstep.train._predictor import BoosterPredictor, prediction_frame, select_features
+from lockstep.train._predictor import BoosterPredictor
 from lockstep.train.xgboost._callback import RayTrainReportCallback
 
 if TYPE_CHECKING:
@@ -29,14 +28,14 @@ class XGBoostPredictor(BoosterPredictor):
 
     _report_callback = RayTrainReportCallback
 
-    def _predict_pandas(
+    def _feature_names(self, data: pd.DataFrame) -> list[str]:
+        return list(self.model.feature_names or [])
+
+    def _predict_features(
         self,
-        data: pd.DataFrame,
-        feature_columns: Sequence[str] | None = None,
+        features: pd.DataFrame,
         dmatrix_kwargs: dict[str, Any] | None = None,
         **predict_kwargs: Any,
-    ) -> pd.DataFrame:
-        names = list(feature_columns or self.model.feature_names or [])
-        features = select_features(data, names, "booster")
+    ) -> Any:
         matrix = xgboost.DMatrix(features, **(dmatrix_kwargs or {}))
-        return prediction_frame(self.model.predict(matrix, **predict_kwargs), data.index)
+        return self.model.predict(matrix, **predict_kwargs)

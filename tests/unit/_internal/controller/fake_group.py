@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from lockstep._core.storage import staging_dir_name
+from lockstep._core.config import CheckpointConfig, FailureConfig
+from lockstep._core.storage import StorageDir, staging_dir_name
+from lockstep._internal.backends.base import BackendConfig
+from lockstep._internal.controller.controller import TrainController
+from lockstep._internal.controller.failure_policy import FailurePolicy
+from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     Preempted,
@@ -64,3 +73,33 @@ class FakeWorkerGroup:
 
     def shutdown(self) -> None:
         self.log.append("shutdown")
+
+
+def fake_controller(
+    tmp_path: Path,
+    make_group: Callable[[], FakeWorkerGroup],
+    *,
+    num_workers: int = 2,
+    checkpoint_config: CheckpointConfig | None = None,
+    failure_config: FailureConfig | None = None,
+    **options: Any,
+) -> tuple[TrainController, StorageDir]:
+    """A controller of run ``exp`` in ``tmp_path/run`` (returned too) whose worker groups
+    come from ``make_group``; ``options`` go to TrainController."""
+    run_dir = StorageDir.from_uri(tmp_path / "run")
+    run_dir.makedirs()
+    controller = TrainController(
+        make_worker_group=make_group,
+        spec=WorkerGroupSpec(
+            num_workers=num_workers,
+            experiment_name="exp",
+            train_fn=b"",
+            backend=BackendConfig().make_backend(),
+            run_dir=run_dir,
+        ),
+        record=RunRecord.open(run_dir, checkpoint_config or CheckpointConfig()),
+        failure_policy=FailurePolicy(failure_config or FailureConfig()),
+        progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=num_workers, verbose=0),
+        **options,
+    )
+    return controller, run_dir

@@ -8,23 +8,16 @@ import pytest
 from lockstep._core.callback import UserCallback
 from lockstep._core.config import CheckpointConfig, FailureConfig
 from lockstep._core.errors import TrainingFailedError, WorkerFailure
-from lockstep._core.storage import StorageDir
-from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import (
     Errored,
     Finished,
     Restarting,
     Running,
     Starting,
-    TrainController,
 )
-from lockstep._internal.controller.failure_policy import FailurePolicy
-from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.messages import Failed, Report, Returned
-from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 
-from .fake_group import FakeWorkerGroup
+from .fake_group import FakeWorkerGroup, fake_controller
 
 
 def report(rank, step, checkpointed=False, **metrics):
@@ -80,8 +73,6 @@ def make_controller(
     hang_timeout_s=None,
     group_class=FakeWorkerGroup,
 ):
-    run_dir = StorageDir.from_uri(tmp_path / "run")
-    run_dir.makedirs()
     log: list[str] = []
     scripts = deque(scripts)
     groups: list[FakeWorkerGroup] = []
@@ -91,23 +82,14 @@ def make_controller(
         groups.append(group)
         return group
 
-    config = CheckpointConfig(
-        num_to_keep=keep, checkpoint_score_attribute=score, checkpoint_score_order="min"
-    )
-    controller = TrainController(
-        make_worker_group=make_group,
-        spec=WorkerGroupSpec(
-            num_workers=num_workers,
-            experiment_name="exp",
-            train_fn=b"",
-            backend=BackendConfig().make_backend(),
-            run_dir=run_dir,
+    controller, run_dir = fake_controller(
+        tmp_path,
+        make_group,
+        num_workers=num_workers,
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=keep, checkpoint_score_attribute=score, checkpoint_score_order="min"
         ),
-        record=RunRecord.open(run_dir, config),
-        failure_policy=FailurePolicy(
-            FailureConfig(max_failures=max_failures, hang_timeout_s=hang_timeout_s)
-        ),
-        progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=num_workers, verbose=0),
+        failure_config=FailureConfig(max_failures=max_failures, hang_timeout_s=hang_timeout_s),
         callbacks=callbacks,
     )
     return controller, log, run_dir

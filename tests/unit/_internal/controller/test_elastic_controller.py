@@ -7,25 +7,18 @@ from collections import deque
 
 import pytest
 
-from lockstep._core.config import CheckpointConfig, FailureConfig, ScalingConfig
+from lockstep._core.config import FailureConfig, ScalingConfig
 from lockstep._core.errors import TrainingFailedError
-from lockstep._core.storage import StorageDir
-from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import (
     Resizing,
     Restarting,
     Running,
     Starting,
-    TrainController,
 )
-from lockstep._internal.controller.failure_policy import FailurePolicy
-from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, ElasticScalingPolicy
 from lockstep._internal.execution.capacity import CapacityChanged
-from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
 
-from .fake_group import FakeWorkerGroup
+from .fake_group import FakeWorkerGroup, fake_controller
 from .test_controller import failed, report, returned
 
 
@@ -42,8 +35,6 @@ class Cluster:
 
 
 def make(tmp_path, scripts, cluster, *, num_workers=(1, 4), max_failures=0, start_error=None):
-    run_dir = StorageDir.from_uri(tmp_path / "run")
-    run_dir.makedirs()
     log: list[str] = []
     scripts = deque(scripts)
     groups: list[FakeWorkerGroup] = []
@@ -60,18 +51,11 @@ def make(tmp_path, scripts, cluster, *, num_workers=(1, 4), max_failures=0, star
         return dataclasses.replace(spec, num_workers=n, datasets=[{"rank": r} for r in range(n)])
 
     scaling = ScalingConfig(num_workers=num_workers, elastic_resize_monitor_interval_s=0.0)
-    controller = TrainController(
-        make_worker_group=make_group,
-        spec=WorkerGroupSpec(
-            num_workers=scaling.min_workers,
-            experiment_name="exp",
-            train_fn=b"",
-            backend=BackendConfig().make_backend(),
-            run_dir=run_dir,
-        ),
-        record=RunRecord.open(run_dir, CheckpointConfig()),
-        failure_policy=FailurePolicy(FailureConfig(max_failures=max_failures)),
-        progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=1, verbose=0),
+    controller, _ = fake_controller(
+        tmp_path,
+        make_group,
+        num_workers=scaling.min_workers,
+        failure_config=FailureConfig(max_failures=max_failures),
         elastic=ElasticRun(
             policy=ElasticScalingPolicy(scaling),
             capacity=cluster.capacity,

@@ -10,18 +10,12 @@ from collections import deque
 
 import pytest
 
-from lockstep._core.config import CheckpointConfig, FailureConfig
+from lockstep._core.config import FailureConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted
 from lockstep._core.preemption import PreemptionInfo
-from lockstep._core.storage import StorageDir
-from lockstep._internal.backends.base import BackendConfig
-from lockstep._internal.controller.controller import Stopped, TrainController
-from lockstep._internal.controller.failure_policy import FailurePolicy
-from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.run_record import RunRecord
-from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
+from lockstep._internal.controller.controller import Stopped
 
-from .fake_group import FakeWorkerGroup
+from .fake_group import FakeWorkerGroup, fake_controller
 from .test_controller import report, returned
 
 
@@ -44,26 +38,14 @@ class DrainingGroup(FakeWorkerGroup):
 
 
 def make(tmp_path, scripts, *, drains=(), **failure):
-    run_dir = StorageDir.from_uri(tmp_path / "run")
-    run_dir.makedirs()
     log: list[str] = []
     scripts, drains = deque(scripts), deque(drains)
 
     def make_group():
         return DrainingGroup(scripts, log, drains.popleft() if drains else None)
 
-    controller = TrainController(
-        make_worker_group=make_group,
-        spec=WorkerGroupSpec(
-            num_workers=2,
-            experiment_name="exp",
-            train_fn=b"",
-            backend=BackendConfig().make_backend(),
-            run_dir=run_dir,
-        ),
-        record=RunRecord.open(run_dir, CheckpointConfig()),
-        failure_policy=FailurePolicy(FailureConfig(**failure)),
-        progress=Progress(name="exp", run_uri=run_dir.uri, num_workers=2, verbose=0),
+    controller, run_dir = fake_controller(
+        tmp_path, make_group, failure_config=FailureConfig(**failure)
     )
     return controller, log, run_dir
 
