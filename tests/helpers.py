@@ -42,6 +42,16 @@ def fit_on(trainer_cls, fn, run_config, num_workers=2, **kwargs):
     return trainer_cls(fn, scaling_config=scaling, run_config=run_config, **kwargs).fit()
 
 
+def hang_of(trainer):  # type: ignore[no-untyped-def]
+    """The failure of a fit that hung, as the error names it: rank 1's hang, always, in
+    the tests of hang detection."""
+    with pytest.raises(train.TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.kind) == (1, "hang")
+    return failure
+
+
 def latest_checkpoint(run_dir: str) -> str | None:
     """The latest committed checkpoint's directory name in ``run_state.json``, or None while
     the run has none (or the file is being replaced)."""

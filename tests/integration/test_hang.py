@@ -6,6 +6,7 @@ hang_timeout_s is short here: the hang is the thing being tested.
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 import threading
@@ -20,6 +21,7 @@ from lockstep.train import (
     ScalingConfig,
     TrainingFailedError,
 )
+from tests.helpers import hang_of
 
 TWO = ScalingConfig(num_workers=2)
 HERE = os.path.basename(__file__)
@@ -136,11 +138,8 @@ def test_a_rank_blocked_in_a_gloo_collective_answers_with_its_stack(tmp_path):
     trainer = TorchTrainer(
         torch_rank0_skips_an_all_reduce, scaling_config=TWO, run_config=run_config(tmp_path)
     )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
+    failure = hang_of(trainer)
     line = line_of(torch_rank0_skips_an_all_reduce, "dist.all_reduce")
-    assert failure.rank == 1 and failure.kind == "hang"
     assert f"in torch_rank0_skips_an_all_reduce() at {HERE}:{line}; " in failure.summary
     assert failure.summary.endswith("; rank 0 waiting in report() for step 2")
     stacks = (tmp_path / "hung" / "errors" / "attempt_0.txt").read_text()
@@ -159,24 +158,6 @@ def xgboost_rank1_hangs(config):
     frame = train.get_dataset_shard("train").materialize().to_pandas()
     data = xgboost.DMatrix(frame.drop(columns=["target"]), label=frame["target"])
     xgboost.train({"max_depth": 3}, data, num_boost_round=6, callbacks=[Hang()])
-
-
-def test_xgboost_a_rank_blocked_in_its_all_reduce_is_told_apart(tmp_path):
-    from lockstep.train.xgboost import XGBoostTrainer
-    from tests.integration.gbdt_data import datasets
-
-    trainer = XGBoostTrainer(
-        xgboost_rank1_hangs,
-        datasets={"train": datasets()["train"]},
-        scaling_config=TWO,
-        run_config=run_config(tmp_path, hang_timeout_s=2.0),
-    )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
-    assert failure.rank == 1 and failure.kind == "hang"
-    assert f", in stuck_here() at {HERE}:" in failure.summary
-    assert failure.summary.endswith("; rank 0 waiting in a collective")
 
 
 def stuck_for_a_while():
@@ -242,20 +223,26 @@ def lightgbm_rank1_hangs():
     lightgbm.train({**params, **get_network_params()}, data, num_boost_round=6, callbacks=[hang])
 
 
-def test_lightgbm_a_rank_blocked_in_its_network_is_told_apart(tmp_path):
-    from lockstep.train.lightgbm import LightGBMTrainer
+@pytest.mark.parametrize(
+    "trainer_path, train_func",
+    [
+        ("lockstep.train.xgboost.XGBoostTrainer", xgboost_rank1_hangs),  # its all-reduce
+        ("lockstep.train.lightgbm.LightGBMTrainer", lightgbm_rank1_hangs),  # its network
+    ],
+    ids=["xgboost", "lightgbm"],
+)
+def test_a_gbdt_rank_blocked_in_its_collective_is_told_apart(tmp_path, trainer_path, train_func):
     from tests.integration.gbdt_data import datasets
 
-    trainer = LightGBMTrainer(
-        lightgbm_rank1_hangs,
+    module, name = trainer_path.rsplit(".", 1)
+    trainer_cls = getattr(importlib.import_module(module), name)
+    trainer = trainer_cls(
+        train_func,
         datasets={"train": datasets()["train"]},
         scaling_config=TWO,
         run_config=run_config(tmp_path, hang_timeout_s=2.0),
     )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
-    assert failure.rank == 1 and failure.kind == "hang"
+    failure = hang_of(trainer)
     assert f", in stuck_here() at {HERE}:" in failure.summary
     assert failure.summary.endswith("; rank 0 waiting in a collective")
 
@@ -274,10 +261,7 @@ def test_a_rank_that_does_not_answer_the_signal_is_read_with_py_spy(tmp_path):
     trainer = DataParallelTrainer(
         rank1_hangs_deaf, scaling_config=TWO, run_config=run_config(tmp_path)
     )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
-    assert (failure.rank, failure.kind) == (1, "hang")
+    failure = hang_of(trainer)
     assert f", in stuck_here() at {HERE}:{line_of(stuck_here, 'Event().wait()')}; " in (
         failure.summary
     )

@@ -18,6 +18,7 @@ from lockstep.train import (
     TrainingFailedError,
 )
 from tests.contracts.worker_group import ProcessDeathContract
+from tests.helpers import hang_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_connected")]
 
@@ -228,10 +229,7 @@ def test_a_hung_actor_is_named_with_its_stack(tmp_path):
             failure_config=FailureConfig(hang_timeout_s=2.0),
         ),
     )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
-    assert (failure.rank, failure.kind) == (1, "hang")
+    failure = hang_of(trainer)
     assert ", in stuck_in_actor() at test_ray.py:" in failure.summary
     assert failure.summary.endswith("; rank 0 waiting in report() for step 2")
     assert "in stuck_in_actor" in (tmp_path / "hung" / "errors" / "attempt_0.txt").read_text()
