@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from time import time as _now
 
 # What a worker raises when a peer is gone or stuck: the symptom of a failure elsewhere
 # (gloo's and NCCL's words, Python's socket errors, a collective that timed out).
@@ -48,7 +49,8 @@ class WorkerFailure:
         summary: One line, e.g. ``"rank 1 (pid 4242) was killed by SIGKILL"``.
         traceback: The user's traceback for an exception; empty otherwise.
         exit_code: The process exit code, when the process ended.
-        time: Wall-clock time (``time.time()``) at which the failure happened or was seen.
+        time: Wall-clock time (``time.time()``) at which the failure happened or was seen;
+            now, by default.
         retryable: False for failures a restart cannot fix (a misuse of the API).
         exception: The exception raised in the worker when it could be sent back, else None.
         full_traceback: The traceback with lockstep's own frames too, for the error file.
@@ -61,7 +63,7 @@ class WorkerFailure:
     summary: str
     traceback: str = ""
     exit_code: int | None = None
-    time: float
+    time: float = field(default_factory=_now)
     retryable: bool = True
     exception: BaseException | None = None
     full_traceback: str = ""

@@ -735,7 +735,6 @@ def _start_failure(exc: Exception) -> WorkerFailure:
         pid=None,
         kind="start",
         summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
-        time=time.time(),
     )
 
 
@@ -745,7 +744,6 @@ def _upload_failure(exc: BaseException) -> WorkerFailure:
         pid=None,
         kind="upload",
         summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
-        time=time.time(),
         retryable=False,
     )
 
@@ -753,12 +751,8 @@ def _upload_failure(exc: BaseException) -> WorkerFailure:
 def _storage_failure(exc: storage.CheckpointWriteError) -> WorkerFailure:
     """A checkpoint the driver could not commit: storage was retried already, and the run
     record in this driver would not survive a restart's redo of the step. Raised."""
-    return WorkerFailure(
-        rank=0, pid=None, kind="storage", summary=str(exc), time=time.time(), retryable=False
-    )
+    return WorkerFailure(rank=0, pid=None, kind="storage", summary=str(exc), retryable=False)
 
 
 def _usage_failure(rank: int, message: str) -> WorkerFailure:
-    return WorkerFailure(
-        rank=rank, pid=None, kind="usage", summary=message, time=time.time(), retryable=False
-    )
+    return WorkerFailure(rank=rank, pid=None, kind="usage", summary=message, retryable=False)

@@ -238,7 +238,6 @@ def hang_failure(
         summary=summary,
         traceback=format_frames([f for f in frames if not _is_ours(f.filename)]),
         full_traceback=state.stacks,
-        time=time.time(),
     )
 
 

@@ -12,7 +12,6 @@ import os
 import pickle
 import signal
 import sys
-import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -159,7 +158,6 @@ def _send_failure(session: session_module.Session, rank: int, exc: BaseException
         summary=f"rank {rank} (pid {pid}) raised {type(exc).__name__}: {exc}",
         traceback=user_traceback(exc),
         full_traceback="".join(traceback.format_exception(exc)),
-        time=time.time(),
         retryable=not isinstance(exc, UsageError),
         exception=_sendable(exc),
     )

@@ -18,7 +18,6 @@ import select
 import selectors
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
@@ -378,5 +377,4 @@ def lost_connection(rank: int, pid: int | None) -> WorkerFailure:
         pid=pid,
         kind="lost",
         summary=f"rank {rank} (pid {pid}) lost its connection to the driver",
-        time=time.time(),
     )

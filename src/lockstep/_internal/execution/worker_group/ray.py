@@ -360,7 +360,6 @@ class RayWorkerGroup(ConnectedWorkerGroup):
                 pid=info.pid,
                 kind="lost",
                 summary=f"{who} died: {reason}",
-                time=time.time(),
             )
         kind, summary = WorkerFailure.describe_exit(rank, info.pid, code)
         return WorkerFailure(
@@ -369,7 +368,6 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             kind=kind,
             summary=f"{summary} on node {info.ip}",
             exit_code=code,
-            time=time.time(),
         )
 
     def _worker_pids(self) -> dict[int, int]:

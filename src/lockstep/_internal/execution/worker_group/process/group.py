@@ -155,7 +155,6 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             kind=kind,
             summary=summary,
             exit_code=returncode,
-            time=time.time(),
         )
         return self._explain(failure)
 
@@ -241,7 +240,6 @@ def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure
         pid=pid,
         kind="helper",
         summary=f"{died}; rank {rank} (pid {pid}), forked by it, went with it",
-        time=time.time(),
     )
 
 
