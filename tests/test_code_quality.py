@@ -19,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
     ],
     ids=["ruff-check", "ruff-format", "import-layers", "mypy"],
 )
+@pytest.mark.timeout(600)  # mypy, cold, checks every module of lockstep and its stubs
 def test_tool_passes(command, tmp_path):
     # No tool's cache goes into the checkout: the suite writes nothing into the working tree.
     command = [part.replace("{tmp}", str(tmp_path)) for part in command]

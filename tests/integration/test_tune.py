@@ -77,6 +77,8 @@ def test_trainer_trials_run_with_their_own_scaling_config_and_preprocessor(tmp_p
         assert params["run_config"]["failure_config"] == {
             "max_failures": 2,
             "fail_fast": False,
+            "max_preemption_failures": -1,
+            "preemption_deadline_s": 30.0,
             "hang_timeout_s": None,
         }
     assert worker_processes() == []
