@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -267,6 +268,16 @@ class RunRecord:
             },
             sync=sync,
         )
+
+    def write_stacks(self, attempt: int, text: str) -> None:
+        """Keep a hung attempt's stacks in ``errors/attempt_N.txt``; a storage that will
+        not take them costs a warning, not the run's error."""
+        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
+        try:
+            self.run_dir.makedirs(storage.ERRORS_DIR)
+            self.run_dir.write_atomic(name, text.encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=2)
 
     def record_failure(self, *, preempted: bool = False) -> int:
         """The worker group failed (once, however many of its workers did), or was

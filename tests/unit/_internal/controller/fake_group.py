@@ -74,6 +74,12 @@ class FakeWorkerGroup:
     def shutdown(self) -> None:
         self.log.append("shutdown")
 
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        return {}
+
+    def preemption_notice(self) -> None:
+        return None
+
 
 def fake_controller(
     tmp_path: Path,

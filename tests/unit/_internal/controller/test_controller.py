@@ -100,11 +100,11 @@ def test_steps_one_transition_at_a_time(tmp_path):
     controller, _log, _ = make_controller(tmp_path, [script])
     assert controller.state == Starting(0)
     controller.step()
-    assert controller.state == Running(0)
+    assert isinstance(controller.state, Running) and controller.state.attempt == 0
     controller.step()
-    assert controller.state == Running(0)
+    assert isinstance(controller.state, Running) and controller.state.attempt == 0
     controller.step()
-    assert controller.state == Finished()
+    assert isinstance(controller.state, Finished)
 
 
 def test_happy_path_commits_checkpoints_and_returns_rank0(tmp_path):
@@ -201,7 +201,7 @@ def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
     ]
     controller, _, _ = make_controller(tmp_path, [script])
     controller.step()  # start
-    fake = controller._group
+    fake = controller.state.run.group
     controller.step()
     assert fake.released == []  # rank 0 waits in report() until rank 1 reports step 0
     controller.step()

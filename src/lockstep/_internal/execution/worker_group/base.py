@@ -27,7 +27,8 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.storage import STAGING_DIR, StorageDir
-from lockstep._internal.backends.base import Backend
+from lockstep._core.preemption import PreemptionInfo
+from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
     CheckpointCommitted,
@@ -98,6 +99,14 @@ class WorkerGroup(Protocol):
 
     def shutdown(self) -> None: ...
 
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        """Every running worker's Python stacks by rank, with its pid (for a hang)."""
+        ...
+
+    def preemption_notice(self) -> PreemptionInfo | None:
+        """A notice when a node of the group is being drained (on Ray), else None."""
+        ...
+
 
 class ConnectedWorkerGroup(abc.ABC):
     """A worker group whose workers each hold one connection to the driver.
@@ -117,6 +126,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
+        self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
@@ -125,6 +135,8 @@ class ConnectedWorkerGroup(abc.ABC):
         self._close_selector()
         contexts = self._contexts(spec)
         self._backend = spec.backend
+        self._ray_hooks(spec.backend, spec.num_workers, "on_start", "on_training_start")
+        self._num_workers = spec.num_workers
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
         self._stack_fds = {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
@@ -214,9 +226,23 @@ class ConnectedWorkerGroup(abc.ABC):
             backend, self._backend = self._backend, None
             if backend is not None:
                 backend.on_group_shutdown()
+                self._ray_hooks(backend, self._num_workers, "on_shutdown")
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
+
+    def preemption_notice(self) -> PreemptionInfo | None:
+        """None: only a Ray cluster drains nodes."""
+        return None
+
+    @staticmethod
+    def _ray_hooks(backend: Backend, num_workers: int, *names: str) -> None:
+        """Ray's driver-side Backend hooks (``on_start``, ``on_training_start`` before the
+        workers start, ``on_shutdown`` after they stopped), for backends written for Ray."""
+        info = WorkerGroupInfo(num_workers=num_workers)
+        config = getattr(backend, "config", None)
+        for name in names:
+            getattr(backend, name)(info, config)
 
     def _send_running(self, message: object) -> None:
         """Send ``message`` to every worker that has not finished (pickled once: this is
