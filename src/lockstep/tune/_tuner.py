@@ -270,7 +270,6 @@ class Tuner:
             max_concurrent=limit,
             num_samples=config.num_samples,
             time_budget_s=config.time_budget_s,
-            max_failures=self._run_config.failure_config.max_failures,
             run_config=self._run_config,
             new_trial=lambda c: self._new_trial(c, exp_dir, pool, len(runner.trials)),
             table=TrialTable(

@@ -478,6 +478,11 @@ class TrainController:
         return [cloudpickle.loads(values[r]) for r in sorted(values)]
 
     @property
+    def paused(self) -> bool:
+        """Whether a listener's directive (a Tune scheduler's pause) stopped the run."""
+        return isinstance(self.state, Stopped) and self.state.reason == PAUSED
+
+    @property
     def stopped_early(self) -> bool:
         """Whether a listener's directive (a Tune scheduler's stop) ended the run."""
         return isinstance(self.state, Finished) and self.state.stopped_early

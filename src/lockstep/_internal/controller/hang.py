@@ -150,6 +150,8 @@ _SITE_DIRS = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 
 def _is_library(filename: str) -> bool:
     return filename.startswith(_LIBRARIES) or _SITE_DIRS.search(filename) is not None
+
+
 # Where a rank waits for the others: lockstep's report() and collectives, and the
 # frameworks' collectives (a GBDT library's C++ training step holds its all-reduce).
 _COLLECTIVES = re.compile(

@@ -269,6 +269,13 @@ class RunRecord:
             sync=sync,
         )
 
+    def start_from(self, checkpoint: Checkpoint, metrics: Mapping[str, Any]) -> None:
+        """Make a copy of ``checkpoint`` (another run's: a PBT donor's) this run's latest,
+        committed before any worker starts, with the ``metrics`` its step reported: the
+        next attempt starts from it."""
+        with self._uncommitted_on_error():
+            self._checkpoints.adopt(checkpoint, dict(metrics), self.state.training_iteration)
+
     def write_stacks(self, attempt: int, text: str) -> None:
         """Keep a hung attempt's stacks in ``errors/attempt_N.txt``; a storage that will
         not take them costs a warning, not the run's error."""

@@ -22,6 +22,7 @@ from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
     Failed,
     Heartbeat,
+    LocalFunction,
     Returned,
     WorkerStart,
 )
@@ -126,10 +127,12 @@ def _bind_to(cpus: tuple[int, ...] | None) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def _run_function(train_fn: bytes) -> Any:
-    import cloudpickle
+def _run_function(train_fn: bytes | LocalFunction) -> Any:
+    if isinstance(train_fn, bytes):
+        import cloudpickle
 
-    fn, config, takes_config = cloudpickle.loads(train_fn)
+        train_fn = LocalFunction(*cloudpickle.loads(train_fn))
+    fn, config, takes_config = train_fn
     return fn(config) if takes_config else fn()
 
 

@@ -13,6 +13,7 @@ commits, so the controller must be able to tell them.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import select
 import selectors
@@ -26,8 +27,8 @@ from typing import Any, Protocol
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._core.preemption import PreemptionInfo
+from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
@@ -36,6 +37,7 @@ from lockstep._internal.execution.messages import (
     CollectiveRequest,
     Failed,
     Heartbeat,
+    LocalFunction,
     Preempted,
     Report,
     Returned,
@@ -53,7 +55,7 @@ class WorkerGroupSpec:
 
     num_workers: int
     experiment_name: str
-    train_fn: bytes
+    train_fn: bytes | LocalFunction
     backend: Backend
     run_dir: StorageDir
     checkpoint: Checkpoint | None = None
@@ -65,11 +67,12 @@ class WorkerGroupSpec:
     num_gpus_per_worker: float = 0.0
     sys_path: tuple[str, ...] = ()
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
+    trial: dict[str, Any] = field(default_factory=dict)  # a Tune trial's context fields
 
     def worker_start(self, context: TrainContext) -> WorkerStart:
         rank = context.world_rank
         return WorkerStart(
-            context=context,
+            context=dataclasses.replace(context, **self.trial) if self.trial else context,
             train_fn=self.train_fn,
             backend=ByValue(self.backend),
             run_dir=self.run_dir,
