@@ -118,10 +118,10 @@ class PreemptionPolicy:
             return Drain(info, stops_run=True, num_steps=num_steps)
         if drain is not None:
             return drain
-        info = group.preemption_notice()  # checked at most every few seconds by the group
-        if info is None:
+        notice = group.preemption_notice()  # checked at most every few seconds by the group
+        if notice is None:
             return None
-        if info.deadline_ms is None:
+        if notice.deadline_ms is None:
             deadline_ms = int((time.time() + self.deadline_s) * 1000)
-            info = dataclasses.replace(info, deadline_ms=deadline_ms)
-        return Drain(info, stops_run=False, num_steps=num_steps)
+            notice = dataclasses.replace(notice, deadline_ms=deadline_ms)
+        return Drain(notice, stops_run=False, num_steps=num_steps)
