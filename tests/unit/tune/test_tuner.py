@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
 import pytest
 
-from lockstep import tune
-from lockstep.train import Checkpoint
+from lockstep import train, tune
+from lockstep.train import Checkpoint, DataParallelTrainer, FailureConfig, ScalingConfig
 from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
@@ -536,3 +537,72 @@ def test_the_time_budget_stops_running_trials_and_starts_no_more(tmp_path):
     )
     assert len(results) == 1 and results.num_terminated == 1
     assert results[0].metrics["training_iteration"] >= 1
+
+
+def test_a_trainer_trials_failure_config_is_applied_once(tmp_path):
+    """The trial's run restarts as its FailureConfig says; the Tuner runs it no more."""
+    attempts = tmp_path / "attempts"
+
+    def always_fails(config):
+        with open(attempts, "a") as f:
+            f.write("attempt\n")
+        train.report({"x": 1})
+        raise RuntimeError("broken")
+
+    trainer = DataParallelTrainer(always_fails, scaling_config=ScalingConfig(num_workers=0))
+    results = tune.Tuner(
+        trainer,
+        run_config=tune.RunConfig(
+            name="once",
+            storage_path=str(tmp_path),
+            verbose=0,
+            failure_config=FailureConfig(max_failures=2),
+        ),
+    ).fit()
+    assert attempts.read_text().count("attempt") == 3  # 1 + max_failures, not (1 + 2) ** 2
+    assert results.num_errors == 1 and "broken" in str(results.errors[0])
+    (result,) = results
+    with open(os.path.join(result.path, "run_state.json")) as f:
+        state = json.load(f)
+    assert state["num_failures"] == 3 and state["status"] == "errored"
+    assert "broken" in open(os.path.join(result.path, "error.txt")).read()
+
+
+class FailAfterFinished(tune.Callback):
+    """Ray's tests' StopperCallback: raises in on_step_begin once n trials finished."""
+
+    def __init__(self, fail_after_finished):
+        self.fail_after_finished = fail_after_finished
+
+    def on_step_begin(self, iteration, trials, **info):
+        finished = [t for t in trials if t.status == "TERMINATED"]
+        if len(finished) == self.fail_after_finished:
+            raise RuntimeError(f"Failing after {len(finished)} finished trials.")
+
+
+def test_an_exception_in_on_step_begin_ends_fit_and_restore_runs_the_rest(tmp_path):
+    log = tmp_path / "ran"
+
+    def objective(config):
+        with open(log, "a") as f:
+            f.write(f"{config['x']}\n")
+        tune.report({"score": config["x"]})
+
+    run_config = tune.RunConfig(
+        name="interrupted",
+        storage_path=str(tmp_path),
+        verbose=0,
+        callbacks=[FailAfterFinished(1)],
+    )
+    tuner = tune.Tuner(
+        objective,
+        param_space={"x": tune.grid_search([1, 2, 3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=run_config,
+    )
+    with pytest.raises(RuntimeError, match="Failing after 1 finished trials"):
+        tuner.fit()
+    assert log.read_text().split() == ["1"]
+    results = tune.Tuner.restore(str(tmp_path / "interrupted"), trainable=objective).fit()
+    assert sorted(r.metrics["score"] for r in results) == [1, 2, 3]
+    assert sorted(log.read_text().split()) == ["1", "2", "3"]  # the finished one ran once
