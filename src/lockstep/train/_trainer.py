@@ -35,7 +35,7 @@ from lockstep._internal.execution.executor_choice import (
 from lockstep._internal.execution.messages import LocalFunction
 from lockstep._internal.execution.worker import session as _session
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
-from lockstep.train import _pickling as pickling
+from lockstep._core import pickling
 
 _S = TypeVar("_S", bound="TrainerSpec")
 _T = TypeVar("_T", bound="DataParallelTrainer")

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from lockstep._core import storage
-from lockstep.train import _pickling as pickling
+from lockstep._core import pickling
 
 TUNER_FILE = "tuner.pkl"
 STATE_FILE = "experiment_state.pkl"

@@ -14,7 +14,7 @@ from lockstep._core import flags, storage
 from lockstep._core.callback import Callback
 from lockstep.train import DataParallelTrainer
 from lockstep.train import RunConfig as TrainRunConfig
-from lockstep.train import _pickling as pickling
+from lockstep._core import pickling
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid
