@@ -268,8 +268,8 @@ class TrainController:
     def _node_drain(self) -> bool:
         """Whether a node of the group is being drained (on Ray; checked at most every
         few seconds by the group); if so, the workers are told."""
-        notice = getattr(self._group, "preemption_notice", None)  # optional in a group
-        info = notice() if notice is not None else None
+        assert self._group is not None
+        info = self._group.preemption_notice()
         if info is None:
             return False
         if info.deadline_ms is None:
@@ -409,8 +409,7 @@ class TrainController:
         them to ``errors/attempt_N.txt``, and name the rank that is stuck."""
         assert self._group is not None
         idle = self._hang.idle_s()
-        collect = getattr(self._group, "collect_stacks", None)
-        stacks = collect() if collect is not None else {}
+        stacks = self._group.collect_stacks()
         counts = self._steps.counts()
         running = [r for r in range(self._spec.num_workers) if r not in self._return_values]
         waiting = set(self._steps.waiting())
