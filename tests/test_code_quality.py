@@ -32,6 +32,7 @@ def test_tunes_import_contract_names_every_private_module_of_lockstep_train():
     """An import-linter wildcard replaces whole names only: the contract lists lockstep.train's
     private modules one by one, so a new one must join the list."""
     import pkgutil
+
     import tomllib
 
     import lockstep.train

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from lockstep._core import flags, pyarrow_fs, storage
+from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
 from lockstep._core.errors import RunNotFoundError, TrainingInterrupted
@@ -25,17 +25,14 @@ from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
-from lockstep._internal.execution.executor_choice import (
-    capacity_probe,
-    choose_executor,
-    make_worker_group,
-    prepare_executor,
-    warn_ray_only_options,
-)
 from lockstep._internal.execution.messages import LocalFunction
+from lockstep._internal.execution.resolve import (
+    capacity_probe,
+    make_worker_group,
+    resolve_plan,
+)
 from lockstep._internal.execution.worker import session as _session
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
-from lockstep._core import pickling
 
 _S = TypeVar("_S", bound="TrainerSpec")
 _T = TypeVar("_T", bound="DataParallelTrainer")
@@ -235,11 +232,10 @@ class DataParallelTrainer:
         self.resume_from_checkpoint = spec.resume_from_checkpoint
         self.metadata = _check_metadata(spec.metadata)
         self.preprocessor = _check_preprocessor(spec.preprocessor, self.datasets)
-        self._executor = choose_executor(self.scaling_config)
-        _check_storage_shared(self.run_config, self._executor)
-        _check_ray_datasets(self.datasets, self._executor)
-        warn_ray_only_options(self.scaling_config, self._executor)
-        prepare_executor(self.scaling_config, self._executor)
+        self._plan = resolve_plan(self.scaling_config)
+        _check_storage_shared(self.run_config, self._plan.executor)
+        _check_ray_datasets(self.datasets, self._plan.executor)
+        self._plan.backend_for(spec.backend(self.scaling_config))  # gloo or NCCL fits
         if spec.train_loop_per_worker is not None and not in_process:
             fn, config = spec.train_loop_per_worker, spec.train_loop_config
             _pickle_function(fn, config, _check_train_function(fn, config))
@@ -322,7 +318,7 @@ class DataParallelTrainer:
         if trial is not None:
             spec = replace(spec, trial=trial.context_fields())
         return TrainController(
-            make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
+            make_worker_group=lambda: make_worker_group(self._plan),
             spec=spec,
             record=record,
             failure_policy=FailurePolicy(self.run_config.failure_config),
@@ -355,7 +351,7 @@ class DataParallelTrainer:
 
         return ElasticRun(
             policy=create_scaling_policy(self.scaling_config),
-            capacity=capacity_probe(self._executor, self.scaling_config),
+            capacity=capacity_probe(self._plan),
             resize_spec=resize_spec,
         )
 
@@ -451,7 +447,7 @@ class DataParallelTrainer:
         if datasets and not self.scaling_config.elasticity_enabled:
             # (an elastic run splits them once it knows its size)
             shards = self._shards(datasets, num_workers)
-        backend = (backend_config or BackendConfig()).make_backend()
+        backend = self._plan.backend_for(backend_config).make_backend()
         _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
@@ -462,8 +458,6 @@ class DataParallelTrainer:
             score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
             metadata=dict(self.metadata),
             datasets=shards,
-            num_cpus_per_worker=self.scaling_config.num_cpus_per_worker,
-            num_gpus_per_worker=self.scaling_config.num_gpus_per_worker,
             sys_path=tuple(sys.path),
         )
 

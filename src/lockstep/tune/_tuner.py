@@ -10,11 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lockstep._core import flags, storage
+from lockstep._core import flags, pickling, storage
 from lockstep._core.callback import Callback
 from lockstep.train import DataParallelTrainer
 from lockstep.train import RunConfig as TrainRunConfig
-from lockstep._core import pickling
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid

@@ -565,7 +565,8 @@ def test_a_trainer_trials_failure_config_is_applied_once(tmp_path):
     with open(os.path.join(result.path, "run_state.json")) as f:
         state = json.load(f)
     assert state["num_failures"] == 3 and state["status"] == "errored"
-    assert "broken" in open(os.path.join(result.path, "error.txt")).read()
+    with open(os.path.join(result.path, "error.txt")) as f:
+        assert "broken" in f.read()
 
 
 class FailAfterFinished(tune.Callback):

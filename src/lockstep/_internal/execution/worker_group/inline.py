@@ -12,9 +12,9 @@ import threading
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
-from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerStart
+from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker.main import run_worker
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
@@ -26,20 +26,14 @@ from lockstep._internal.execution.worker_group.base import (
 class InlineWorkerGroup(ConnectedWorkerGroup):
     """Runs the single worker in a thread of the driver process."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, plan: ExecutionPlan) -> None:
+        super().__init__(plan)
         self._thread: threading.Thread | None = None
         self._conn: Connection | None = None
 
-    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+    def _place(self, spec: WorkerGroupSpec) -> Topology:
         assert spec.num_workers == 1, "the inline group runs exactly one worker"
-        return {
-            0: TrainContext.single_worker(
-                experiment_name=spec.experiment_name,
-                run_path=spec.run_dir.uri,
-                metadata=spec.metadata,
-            )
-        }
+        return super()._place(spec)
 
     def _launch(
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
