@@ -144,6 +144,8 @@ class TrainerTrainable:
         self.trainer_cls = type(trainer)
         self.base_kwargs: dict[str, Any] = trainer._spec.arguments()
         self.base_run_config: RunConfig = trainer.run_config
+        # The RunConfig given to the trainer, which a Tuner given none uses (as Ray's)
+        self.own_run_config: RunConfig | None = trainer._spec.run_config
         self.name = type(trainer).__name__
         self.datasets: dict[str, Any] = {}
         signature = inspect.signature(self.trainer_cls)

@@ -177,6 +177,8 @@ class Tuner:
     ) -> None:
         self._trainable = _as_trainable(trainable)
         self._param_space = dict(param_space or {})
+        if run_config is None and name is None and isinstance(self._trainable, TrainerTrainable):
+            run_config = self._trainable.own_run_config  # the trainer's, as in Ray
         self._tune_config = tune_config or TuneConfig()
         if not isinstance(self._tune_config, TuneConfig):
             raise ValueError("tune_config must be a TuneConfig. HINT: tune.TuneConfig(...)")

@@ -607,3 +607,60 @@ def test_an_exception_in_on_step_begin_ends_fit_and_restore_runs_the_rest(tmp_pa
     results = tune.Tuner.restore(str(tmp_path / "interrupted"), trainable=objective).fit()
     assert sorted(r.metrics["score"] for r in results) == [1, 2, 3]
     assert sorted(log.read_text().split()) == ["1", "2", "3"]  # the finished one ran once
+
+
+def test_tune_run_returns_the_analysis_and_raises_on_failed_trials(tmp_path):
+    def objective(config):
+        if config["x"] == 3:
+            raise ValueError("three is bad")
+        tune.report({"loss": (config["x"] - 2) ** 2})
+
+    space = {"x": tune.grid_search([1, 2, 3])}
+    with pytest.raises(tune.TuneError, match="Trials did not complete"):
+        tune.run(objective, config=space, storage_path=str(tmp_path), name="a", verbose=0)
+    analysis = tune.run(
+        objective,
+        config=space,
+        metric="loss",
+        mode="min",
+        storage_path=str(tmp_path),
+        name="b",
+        verbose=0,
+        raise_on_failed_trial=False,
+    )
+    assert analysis.best_config == {"x": 2} and analysis.best_result["loss"] == 0
+    assert sorted(analysis.results_df["loss"].dropna()) == [0, 1]
+    assert [t.status for t in analysis.trials].count("ERROR") == 1
+    assert analysis.experiment_path.endswith("/b")
+
+
+def test_tune_run_resumes_an_experiment_of_the_same_name(tmp_path):
+    ran = []
+
+    def objective(config):
+        ran.append(config["x"])
+        tune.report({"x": config["x"]})
+
+    space = {"x": tune.grid_search([1, 2])}
+    tune.run(objective, config=space, storage_path=str(tmp_path), name="again", verbose=0)
+    analysis = tune.run(
+        objective, config=space, storage_path=str(tmp_path), name="again", verbose=0, resume=True
+    )
+    assert ran == [1, 2] and len(analysis.trials) == 2  # the finished trials ran once
+
+
+def test_a_tuner_given_no_run_config_uses_the_trainers(tmp_path):
+    def step(config):
+        train.report({"lr": config["lr"]})
+
+    trainer = DataParallelTrainer(
+        step,
+        train_loop_config={"lr": 0.0},
+        scaling_config=ScalingConfig(num_workers=0),
+        run_config=train.RunConfig(name="from_trainer", storage_path=str(tmp_path), verbose=0),
+    )
+    results = tune.Tuner(
+        trainer, param_space={"train_loop_config": {"lr": tune.grid_search([0.1, 0.2])}}
+    ).fit()
+    assert results.experiment_path == str(tmp_path / "from_trainer")
+    assert sorted(r.metrics["lr"] for r in results) == [0.1, 0.2]
