@@ -28,7 +28,7 @@ import time
 import bench
 
 from lockstep import train
-from lockstep._internal.controller.hang import HangWatch
+from lockstep._internal.controller.hang import HangPolicy
 from lockstep.train import DataParallelTrainer, FailureConfig, RunConfig, ScalingConfig
 
 
@@ -148,15 +148,15 @@ def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) ->
     print(f"cost of hang detection: {cost * 100:+.1f}% of report latency (target under 5%)")
     # The machine's noise can hide a cost this small: time the watchdog's own work per
     # step of 2 workers (2 reports seen as progress, 2 polls checking the clock) alone.
-    watch = HangWatch(hang_timeout_s)
+    watch = HangPolicy(hang_timeout_s)
     watch.reset(num_workers=0)
     n = 200_000
     start = time.perf_counter()
     for _ in range(n):
         watch.progress()
-        watch.overdue()
+        watch.decide()
         watch.progress()
-        watch.overdue()
+        watch.decide()
     per_step = (time.perf_counter() - start) / n * 1e3
     print(
         f"the watchdog's own work per step: {per_step * 1e3:.2f} us, "

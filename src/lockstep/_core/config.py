@@ -337,6 +337,10 @@ class FailureConfig:
             names the rank that is stuck and where, and the workers are restarted (or the
             run raises) as for any worker failure. None (the default) turns it off; a few
             times the slowest step (300-600 s for real jobs) is a sensible value.
+        assumed_mtbf_s: The mean time between failures the checkpoint interval advice
+            (the end summary, ``lockstep runs show``) assumes for a run that saw no
+            failure; from the first failure on, the failure rate the run saw is used.
+            A day by default: set it to what your cluster sees.
 
     Example:
         >>> FailureConfig(max_failures=2).max_failures
@@ -350,10 +354,21 @@ class FailureConfig:
     max_preemption_failures: int = -1
     preemption_deadline_s: float = 30.0
     hang_timeout_s: float | None = None
+    assumed_mtbf_s: float = 24 * 3600.0
 
     def __post_init__(self) -> None:
         self._check_preemption()
         _check_hang_timeout(self.hang_timeout_s)
+        if (
+            isinstance(self.assumed_mtbf_s, bool)
+            or not isinstance(self.assumed_mtbf_s, int | float)
+            or not self.assumed_mtbf_s > 0
+        ):
+            raise ValueError(
+                f"FailureConfig.assumed_mtbf_s must be a positive number of seconds, got "
+                f"{self.assumed_mtbf_s!r}. HINT: assumed_mtbf_s=7 * 24 * 3600 for a failure "
+                "a week"
+            )
         _check_int(
             "FailureConfig.max_failures",
             self.max_failures,

@@ -11,6 +11,7 @@ from lockstep._core import pyarrow_fs, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import RunNotFoundError, TrainingFailedError, WorkerFailure
 from lockstep._core.run_state import RunState
+from lockstep._core.time_ledger import TimeLedger, read_ledger
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +32,10 @@ class Result:
         path: The run directory, as a local path or URL.
         error: The failure, when the run failed.
         return_value: What rank 0's training function returned.
+        time: Where the run's wall time went (:class:`~lockstep.train.TimeLedger`):
+            starting, training, waiting for data and for slower ranks, checkpoint
+            stalls, recovering from failures, replayed work, preemption drain and
+            shutdown, per rank too, and the goodput; None for a run of an older version.
 
     Example:
         >>> import os, tempfile
@@ -51,6 +56,7 @@ class Result:
     path: str
     error: TrainingFailedError | None = None
     return_value: Any = None
+    time: TimeLedger | None = None
     _run_dir: storage.StorageDir | None = field(default=None, repr=False, compare=False)
     _dataframe: Any = field(default=None, repr=False, compare=False)
 
@@ -104,11 +110,13 @@ class Result:
             )
         state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
         rows = read_results(run_dir)
+        ledger = read_ledger(run_dir)
         return cls.from_state(
             run_dir,
             state,
             last_metrics=user_metrics(rows[-1]) if rows else None,
             num_to_keep=_num_to_keep(run_dir),
+            time=ledger[0] if ledger is not None else None,
         )
 
     @classmethod
@@ -120,6 +128,7 @@ class Result:
         last_metrics: dict[str, Any] | None,
         return_value: Any = None,
         num_to_keep: int | None = None,
+        time: TimeLedger | None = None,
     ) -> Result:
         """Build a Result from a run's state snapshot and its last reported metrics."""
 
@@ -137,6 +146,7 @@ class Result:
             path=run_dir.uri,
             error=_error_from_state(state),
             return_value=return_value,
+            time=time,
             _run_dir=run_dir,
         )
 

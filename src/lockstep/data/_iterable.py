@@ -12,12 +12,13 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from lockstep._core import data_wait
 from lockstep.data._batching import rebatch, shuffle_batches
 from lockstep.data._convert import check_batch_format, to_format, to_rows
 from lockstep.data._position import PassTracker, take_row_ids, with_row_ids
-from lockstep.data._prefetch import prefetch
+from lockstep.data._prefetch import WaitTimer, prefetch
 from lockstep.data._relational import Schema
-from lockstep.data._stats import IterStats, counted
+from lockstep.data._stats import IterStats, collected, counted
 
 if TYPE_CHECKING:
     from lockstep.data._plan import Plan
@@ -411,8 +412,11 @@ class BatchIterable:
 
         def start() -> Iterator[Any]:
             stats = IterStats()
+            # a training function's waits count in its run's time ledger, as this source's
+            stats.timer = WaitTimer(data_wait.current(), self, stats.stages)
             self._last_stats = stats
             blocks, tracker = self._begin_pass() if track else (self._pass_blocks(), None)
+            blocks = collected(blocks, stats.stages)
             made = functools.partial(produce, blocks, tracker is not None)
             batches = counted(prefetch(made, prefetch_batches, stats.timer), stats)
             return _handed(batches, tracker, by_row)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from lockstep.data._batching import rebatch
+from lockstep.data._stats import collecting_stages
 from lockstep.data._columns import put_column, require_columns
 from lockstep.data._convert import (
     column_from_values,
@@ -104,6 +105,10 @@ class Op(abc.ABC):
     def describe(self) -> str:
         """A short description for ``repr`` and ``stats()``."""
 
+    def stage_name(self) -> str:
+        """The op's name as a stage of a pass, where the time went: ``map(parse)``."""
+        return self.describe()
+
 
 @dataclass(frozen=True)
 class MapRows(Op):
@@ -187,6 +192,9 @@ class MapBatches(Op):
 
     def describe(self) -> str:
         return f"map_batches({self.udf.name}, batch_format={self.batch_format!r})"
+
+    def stage_name(self) -> str:
+        return f"map_batches({self.udf.name})"
 
 
 @dataclass(frozen=True)
@@ -280,9 +288,15 @@ class RenameColumns(Op):
 
 
 def run_ops(blocks: Iterator[Any], ops: Sequence[Op]) -> Iterator[Any]:
-    """Apply ``ops`` in order to a stream of blocks."""
+    """Apply ``ops`` in order to a stream of blocks; while a pass collects its stages'
+    times (a training function's iterator), each op's time is counted under its name."""
+    stages = collecting_stages()
+    if stages is not None and ops:
+        blocks = stages.timed(blocks, "read")
     for op in ops:
         blocks = op.apply(blocks)
+        if stages is not None:
+            blocks = stages.timed(blocks, op.stage_name())
     return blocks
 
 

@@ -12,7 +12,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from lockstep._core.data_wait import DataWaitSink
+    from lockstep.data._stats import StageTimes
 
 T = TypeVar("T")
 
@@ -32,10 +36,34 @@ class _Failed:
 
 
 class WaitTimer:
-    """Seconds the consumer spent waiting for the producer."""
+    """Seconds the consumer spent waiting for the producer; each wait is also told to
+    ``sink`` (a training function's, for the run's time ledger) as a wait for ``source``,
+    whose slowest stage ``stages`` knows."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        sink: DataWaitSink | None = None,
+        source: object = None,
+        stages: StageTimes | None = None,
+    ) -> None:
         self.wait_s = 0.0
+        self._sink = sink
+        self._source = source
+        self._stages = stages
+
+    def begin(self) -> float:
+        """A wait begins; returns when."""
+        if self._sink is not None:
+            stage = self._stages.slowest() if self._stages is not None else None
+            self._sink.data_wait_begin(self._source, stage)
+        return time.perf_counter()
+
+    def end(self, started: float) -> None:
+        """The wait that began at ``started`` is over."""
+        waited = time.perf_counter() - started
+        self.wait_s += waited
+        if self._sink is not None:
+            self._sink.data_wait_end(self._source, waited)
 
 
 def prefetch(
@@ -57,10 +85,10 @@ def prefetch(
     thread.start()
     try:
         while True:
-            started = time.perf_counter()
+            started = timer.begin() if timer is not None else 0.0
             item = items.get()
             if timer is not None:
-                timer.wait_s += time.perf_counter() - started
+                timer.end(started)
             if isinstance(item, _Done):
                 return
             if isinstance(item, _Failed):
@@ -73,14 +101,14 @@ def prefetch(
 
 def _timed(items: Iterator[T], timer: WaitTimer | None) -> Iterator[T]:
     while True:
-        started = time.perf_counter()
+        started = timer.begin() if timer is not None else 0.0
         try:
             item = next(items)
         except StopIteration:
             return
         finally:
             if timer is not None:
-                timer.wait_s += time.perf_counter() - started
+                timer.end(started)
         yield item
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ class IterStats:
     num_rows: int = 0
     total_s: float = 0.0
     timer: WaitTimer = field(default_factory=WaitTimer)
+    stages: StageTimes = field(default_factory=lambda: StageTimes())
 
     def summary(self) -> str:
         """One paragraph for ``stats()``."""
@@ -53,3 +56,76 @@ def counted(items: Iterator[tuple[int, Any]], stats: IterStats) -> Iterator[Any]
         close = getattr(items, "close", None)
         if close is not None:
             close()
+
+
+class StageTimes:
+    """Seconds each stage of a pass spent on its own (reading, then each op): the time in
+    its blocks' ``next()`` less the time its input's took. Told which stage is slowest
+    when a training function waits for data (``lockstep status``, the run's findings).
+
+    Example:
+        >>> stages = StageTimes()
+        >>> stages.seconds.update({"read": 0.5, "map_batches(tokenize)": 2.0})
+        >>> stages.slowest()
+        'map_batches(tokenize)'
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._inside: list[float] = []  # time spent in the inner stage's next(), per level
+
+    def slowest(self) -> str | None:
+        """The stage that took the most time so far, or None before any."""
+        if not self.seconds:
+            return None
+        return max(self.seconds.items(), key=lambda item: item[1])[0]
+
+    def timed(self, blocks: Iterator[Any], name: str) -> Iterator[Any]:
+        """``blocks``, the time of each ``next()`` on them, less that of the stages inside
+        (timed the same way, within it), counted for the stage ``name``."""
+        self.seconds.setdefault(name, 0.0)
+        inside = self._inside
+        while True:
+            inside.append(0.0)
+            started = time.perf_counter()
+            try:
+                block = next(blocks)
+            except StopIteration:
+                return
+            finally:
+                took = time.perf_counter() - started
+                own = took - inside.pop()
+                self.seconds[name] += own
+                if inside:
+                    inside[-1] += took
+            yield block
+
+
+_collecting = threading.local()
+
+
+def collecting_stages() -> StageTimes | None:
+    """The stage times of the pass whose blocks this thread is reading now, if any."""
+    return getattr(_collecting, "stages", None)
+
+
+def collected(blocks: Iterator[Any], stages: StageTimes) -> Iterator[Any]:
+    """``blocks``, read with ``stages`` collecting: the ops run in their ``next()``
+    (:func:`lockstep.data._ops.run_ops`) time themselves into it."""
+    while True:
+        with _collecting_into(stages):
+            try:
+                block = next(blocks)
+            except StopIteration:
+                return
+        yield block
+
+
+@contextlib.contextmanager
+def _collecting_into(stages: StageTimes) -> Iterator[None]:
+    before = getattr(_collecting, "stages", None)
+    _collecting.stages = stages
+    try:
+        yield
+    finally:
+        _collecting.stages = before

@@ -35,6 +35,14 @@ from lockstep._internal.controller import data_positions, interrupts
 from lockstep._internal.controller.display import ProgressListener
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.hang import Hang, HangPolicy, describe_hang
+from lockstep._internal.controller.ledger import (
+    DRAINING,
+    RECOVERING,
+    RUNNING,
+    SHUTDOWN,
+    STARTING,
+    Ledger,
+)
 from lockstep._internal.controller.preemption import Drain, PreemptionPolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.reports import ReportHandler, storage_failure
@@ -89,6 +97,7 @@ class TrainController:
         resume_from_checkpoint: Checkpoint | None = None,
         config: dict[str, Any] | None = None,
         elastic: ElasticRun | None = None,
+        started_at: float | None = None,
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
@@ -103,7 +112,13 @@ class TrainController:
                 *listeners,
             ]
         )
-        self._reports = ReportHandler(record, spec.run_dir, self._listeners)
+        self._ledger = Ledger(
+            record.previous_ledger(),
+            assumed_mtbf_s=failure_policy.assumed_mtbf_s,
+            started_at=started_at,
+        )
+        self._reports = ReportHandler(record, spec.run_dir, self._listeners, self._ledger)
+        progress.goodput = self._ledger.goodput
         self._hang = HangPolicy(failure_policy.hang_timeout_s)
         self._preemption = PreemptionPolicy(failure_policy.preemption_deadline_s)
         self._stop_reason: str | None = None
@@ -209,6 +224,9 @@ class TrainController:
             return
         if isinstance(state, WithWorkers) and not isinstance(next_state, WithWorkers):
             self._stop_workers(state.run)
+        phase = _PHASES.get(type(next_state))
+        if phase is not None and phase != self._ledger.phase:
+            self._ledger.enter(phase)
         self.state = next_state
         self._emit(ev.StepEnd(self._context()))
 
@@ -230,6 +248,8 @@ class TrainController:
             datasets=data_positions.shards_for_attempt(self._spec.datasets, checkpoint),
         )
         self._emit(ev.AttemptStarting(self._context(attempt), spec.num_workers))
+        self._ledger.attempt_starting(spec.num_workers, from_checkpoint=checkpoint is not None)
+        self._run_record.write_ledger(self._ledger.to_json())
         run = Attempt(attempt, self._make_worker_group(), spec.num_workers)
         try:
             run.group.start(spec)
@@ -269,6 +289,7 @@ class TrainController:
         return Draining(run, drain) if isinstance(next_state, Running) else next_state
 
     def _tell_workers(self, run: Attempt, drain: Drain) -> None:
+        self._ledger.enter(DRAINING)
         run.group.notify(Preempted(drain.info))
         then = "stopping" if drain.stops_run else "restarting without it"
         text = f"preempted ({drain.info.reason}): {then} after the next report"
@@ -325,10 +346,12 @@ class TrainController:
         if isinstance(event, Heartbeat):
             if event.started:
                 self._hang.rank_started(event.rank)
+                self._rank_running(run, event.rank)
             else:
                 self._hang.progress()
         elif isinstance(event, Returned):
             self._hang.rank_started(event.rank)  # a rank that is done cannot hang
+            self._ledger.rank_returned(event.rank)
             self._emit(ev.WorkerEnded(self._context(), event.rank))
             run.return_values[event.rank] = event.return_value
             if event.dropped is not None:
@@ -339,6 +362,13 @@ class TrainController:
             self._emit(ev.WorkerEnded(self._context(), event.failure.rank))
             failures[event.failure.rank] = event.failure
         return ev.Directive.CONTINUE
+
+    def _rank_running(self, run: Attempt, rank: int) -> None:
+        """Rank ``rank`` runs its function; once every rank does, the run is running (its
+        starting, or its recovering from a failure, is over)."""
+        run.running.add(rank)
+        if len(run.running) == run.num_workers and self._ledger.phase in (STARTING, RECOVERING):
+            self._ledger.enter(RUNNING)
 
     def _hang_failure(self, run: Attempt, hang: Hang) -> dict[int, WorkerFailure]:
         """No rank made progress for ``hang_timeout_s``: collect every rank's stack, keep
@@ -385,6 +415,7 @@ class TrainController:
         run.failures.update(failures)
         preempted = drain is not None and not drain.stops_run
         count = self._run_record.record_failure(preempted=preempted)
+        self._ledger.failed()
         if preempted:
             decision = self._failure_policy.decide_preemption(num_restarts=count - 1)
         else:
@@ -392,6 +423,8 @@ class TrainController:
         restarting = decision is FailureDecision.RESTART
         summary = root_cause(run.failures).summary
         self._emit(ev.AttemptFailed(self._context(), dict(run.failures), restarting, summary))
+        self._ledger.enter(RECOVERING if restarting else SHUTDOWN)
+        self._run_record.write_ledger(self._ledger.to_json())
         if restarting:
             return Restarting(attempt=run.number, failures=dict(run.failures))
         return Errored(
@@ -433,6 +466,10 @@ class TrainController:
         """Tell the listeners how the run ended; the run's Result (None when the driver
         itself failed)."""
         state = self.state
+        if self._ledger.phase != SHUTDOWN:
+            self._ledger.enter(SHUTDOWN)  # (an exception in the driver)
+        self._ledger.freeze()
+        self._run_record.write_ledger(self._ledger.to_json())
         result = None if error is not None and not isinstance(state, Ended) else self._result()
         if isinstance(state, Errored):
             error = state.error
@@ -461,6 +498,7 @@ class TrainController:
             last_metrics=metrics,
             return_value=values[0] if values else None,
             num_to_keep=self._run_record.num_to_keep,
+            time=self._ledger.snapshot(),
         )
 
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -500,6 +538,15 @@ class TrainController:
 
 
 _OUTCOMES: dict[type, str] = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
+# The time ledger's phase each state puts the run in (Running: once every rank runs).
+_PHASES: dict[type, str] = {
+    Restarting: RECOVERING,
+    Resizing: RECOVERING,
+    Draining: DRAINING,
+    Finished: SHUTDOWN,
+    Stopped: SHUTDOWN,
+    Errored: SHUTDOWN,
+}
 
 
 def _start_failure(exc: Exception) -> WorkerFailure:

@@ -51,4 +51,5 @@ def _summary(event: ev.RunEnded) -> RunSummary:
         best_checkpoint=posixpath.basename(best[0].path) if best else None,
         best_metrics=best[1] if best else None,
         stopped=event.stopped,
+        time=event.result.time if event.result is not None else None,
     )

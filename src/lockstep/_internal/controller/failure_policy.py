@@ -26,6 +26,7 @@ class FailurePolicy:
         self._max_preemptions = config.max_preemption_failures
         self.preemption_deadline_s = config.preemption_deadline_s
         self.hang_timeout_s = config.hang_timeout_s  # the controller's hang watchdog
+        self.assumed_mtbf_s = config.assumed_mtbf_s  # the time ledger's advice
 
     def decide(self, failures: dict[int, WorkerFailure], num_restarts: int) -> FailureDecision:
         """After a failure, with ``num_restarts`` restarts for failures before it."""

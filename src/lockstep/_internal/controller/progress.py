@@ -9,11 +9,12 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from lockstep._core import flags
+from lockstep._core.time_ledger import TimeLedger
 
 MAX_METRICS = 3  # a status line is read at a glance: a few numbers, not a table
 LIVE_INTERVAL_S = 0.1  # the live line changes at most this often (rich redraws 4 times a second)
@@ -27,6 +28,7 @@ class RunSummary:
     best_checkpoint: str | None = None
     best_metrics: dict[str, Any] | None = None
     stopped: str | None = None  # where a stopped run is, e.g. "stopped by Ctrl-C at ..."
+    time: TimeLedger | None = None  # where the run's time went
 
 
 def choose_metrics(
@@ -95,6 +97,23 @@ def fit_width(line: str, width: int) -> str:
     return line[: max(0, width - 1)] + "…"
 
 
+def time_lines(ledger: TimeLedger | None) -> list[str]:
+    """The end summary's lines on where the time went: the ledger, what stands out in it
+    (a straggler, waiting for data), and a better checkpoint interval when there is one.
+
+    Example:
+        >>> time_lines(TimeLedger(wall=10.0, starting=1.0))
+        ['time: goodput 90%: starting 1.0s, training 9.0s']
+    """
+    if ledger is None or ledger.wall <= 0:
+        return []
+    lines = [f"time: {ledger.summary()}", *ledger.findings()]
+    advice = ledger.checkpoint_advice()
+    if advice is not None:
+        lines.append(advice.describe())
+    return lines
+
+
 class Progress:
     """What the controller tells the user while a run goes on.
 
@@ -147,6 +166,8 @@ class Progress:
         self._ended: str | None = None
         self._starting = True
         self._live: Any = None
+        # The run's goodput so far (its time ledger's), shown on the status line.
+        self.goodput: Callable[[], float | None] | None = None
 
     @property
     def _out(self) -> TextIO:
@@ -264,6 +285,7 @@ class Progress:
             lines.append(
                 f"best checkpoint: {summary.best_checkpoint}" + (f" ({shown})" if shown else "")
             )
+        lines += time_lines(summary.time)
         lines.append(f"run directory: {self._run_uri}")
         lines.append(f"see it with: lockstep runs show {self._run_uri}")
         return lines
@@ -292,6 +314,9 @@ class Progress:
         if shown:
             parts.append(shown)
         parts.append(f"{self._rate():.2f} reports/s")
+        goodput = self.goodput() if self.goodput is not None else None
+        if goodput is not None:
+            parts.append(f"goodput {goodput * 100:.0f}%")
         parts.append(f"attempt {self._attempt + 1} (restarts {self._restarts})")
         if self._ended is not None:
             parts.append(self._ended)

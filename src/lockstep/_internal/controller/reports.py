@@ -11,6 +11,7 @@ upload thread (ASYNC, committed later, in report order), or put in storage by th
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from lockstep._core import storage
@@ -19,6 +20,7 @@ from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.run_events import Directive, Listeners, ResultClock, StepRecorded
 from lockstep._internal.controller import data_positions
+from lockstep._internal.controller.ledger import Ledger
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
 from lockstep._internal.controller.steps import Step, StepAggregator
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
@@ -33,12 +35,18 @@ class ReportHandler:
         record: The run record: rows, commits, the run state.
         run_dir: The run directory (ASYNC uploads and hand-offs go there).
         listeners: Told of every recorded step; their directive is handed back.
+        ledger: The run's time ledger: told of every report and step.
     """
 
     def __init__(
-        self, record: RunRecord, run_dir: storage.StorageDir, listeners: Listeners
+        self,
+        record: RunRecord,
+        run_dir: storage.StorageDir,
+        listeners: Listeners,
+        ledger: Ledger | None = None,
     ) -> None:
         self._record = record
+        self._ledger = ledger or Ledger()
         self._run_dir = run_dir
         self._listeners = listeners
         self._uploads = Uploads(run_dir.upload_dir)
@@ -73,9 +81,11 @@ class ReportHandler:
         """Take one report; record the steps it completes. Raises ``ReportCountMismatch``
         for a rank that reported more often than another finished with, and
         ``CheckpointWriteError`` for a checkpoint storage would not take."""
+        now = time.monotonic()
+        self._ledger.on_report(report, now)
         decided = Directive.CONTINUE
         for step in self._steps.add(report):
-            directive = self._record_step(step)
+            directive = self._record_step(step, now, slowest=report.rank)
             if directive is not Directive.CONTINUE:
                 decided = directive
         return decided
@@ -96,6 +106,8 @@ class ReportHandler:
                 failures[0] = storage_failure(exc)
                 continue
             committed += 1
+            self._ledger.checkpoint_committed(step.index)
+            self._record.write_ledger(self._ledger.to_json())
             self._announce(step, checkpoint, row)
         return committed
 
@@ -110,9 +122,10 @@ class ReportHandler:
     def close(self) -> None:
         self._uploads.close()
 
-    def _record_step(self, step: Step) -> Directive:
+    def _record_step(self, step: Step, completed: float, *, slowest: int) -> Directive:
         """Record one complete step (its checkpoint committed, or on its way), release the
-        workers, tell the listeners."""
+        workers, count it in the time ledger (``slowest``: the rank whose report completed
+        it, at ``completed``), tell the listeners."""
         assert self._group is not None
         if not step.checkpointed:
             # The row first (durable: in the kernel's hands, which a killed driver cannot
@@ -120,15 +133,26 @@ class ReportHandler:
             self._record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
             self._group.notify(StepDone(step.index))
             self.last_metrics = step.metrics
+            self._count(step, slowest, completed)
             return self._announce(step, None)
         if step.uploads_async:
             self._submit_upload(step)  # logs the row, durable, as above
             self._group.notify(StepDone(step.index))
             self.last_metrics = dict(step.metrics)
+            self._count(step, slowest, completed)
             return Directive.CONTINUE  # told when committed
         checkpoint = self._commit(step)
         self.last_metrics = dict(step.metrics)
+        self._count(step, slowest, completed, commit_s=time.monotonic() - completed)
+        self._ledger.checkpoint_committed(step.index)
+        self._record.write_ledger(self._ledger.to_json())
         return self._announce(step, checkpoint)
+
+    def _count(self, step: Step, slowest: int, completed: float, commit_s: float = 0.0) -> None:
+        """The step in the time ledger, whose figures are then on disk (after the workers
+        were released: nothing of it is on their way)."""
+        self._ledger.on_step(step.index, slowest, completed, commit_s)
+        self._record.write_ledger_figures(self._ledger.current())
 
     def _announce(
         self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any] | None = None

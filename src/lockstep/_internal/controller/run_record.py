@@ -15,10 +15,13 @@ run ``fit()`` began can be restored.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import copy
 import dataclasses
+import json
 import logging
+import os
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -29,6 +32,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError, last_output_header
 from lockstep._core.run_state import RunState
+from lockstep._core.time_ledger import TIME_FILE, TIME_HOT_FILE, hot_seq, unpack_hot
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
 
@@ -54,6 +58,7 @@ class RunRecord:
         state = checkpoints.state
         self._counted_before = (state.num_failures, state.num_preemptions)
         self._fsync_rows = flags.FSYNC_ROWS.get()
+        self._time = _TimeFiles(self.run_dir)
         if last is not None:
             # Steps logged after the last snapshot (steps without a checkpoint, a crash
             # between them) keep their numbers: rows are numbered 1..N, each once.
@@ -276,6 +281,24 @@ class RunRecord:
         with self._uncommitted_on_error():
             self._checkpoints.adopt(checkpoint, dict(metrics), self.state.training_iteration)
 
+    def previous_ledger(self) -> tuple[list[float], dict[str, float]] | None:
+        """The time ledger an earlier driver of the run kept (its figures and data
+        sources), from ``time.json`` or ``time.bin``, whichever is newer; None if none."""
+        return self._time.previous()
+
+    def write_ledger_figures(self, values: array.array[float]) -> None:
+        """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite``, after every step
+        (locally; elsewhere only :meth:`write_ledger` writes)."""
+        self._time.write_figures(values)
+
+    def write_ledger(self, data: Mapping[str, Any]) -> None:
+        """Replace ``time.json`` with the whole ledger (at attempts, commits, the end); a
+        storage that will not take it costs a warning, not the run."""
+        try:
+            self.run_dir.write_atomic(TIME_FILE, json.dumps(data, indent=1).encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write {TIME_FILE}: {exc}", stacklevel=2)
+
     def write_stacks(self, attempt: int, text: str) -> None:
         """Keep a hung attempt's stacks in ``errors/attempt_N.txt``; a storage that will
         not take them costs a warning, not the run's error."""
@@ -319,6 +342,44 @@ class RunRecord:
             state.status = "interrupted"
         self._run_log.close()
         self._checkpoints.save()
+        self._time.close()
+
+
+class _TimeFiles:
+    """``time.json`` and ``time.bin``: the time ledger's files (see ``_core.time_ledger``)."""
+
+    def __init__(self, run_dir: storage.StorageDir) -> None:
+        self._run_dir = run_dir
+        self._fd: int | None = None
+
+    def previous(self) -> tuple[list[float], dict[str, float]] | None:
+        run_dir = self._run_dir
+        figures, sources, seq = None, {}, -1
+        if run_dir.exists(TIME_FILE):
+            try:
+                data = json.loads(run_dir.read_text(TIME_FILE))
+                figures, sources = data.get("figures"), dict(data.get("data_sources", {}))
+                seq = int(data.get("seq", 0))
+            except (ValueError, TypeError, AttributeError):
+                figures = None
+        if run_dir.exists(TIME_HOT_FILE):
+            hot = unpack_hot(run_dir.read_bytes(TIME_HOT_FILE))
+            if hot is not None and hot_seq(hot) > seq:
+                figures = hot
+        return (list(figures), sources) if figures else None
+
+    def write_figures(self, values: array.array[float]) -> None:
+        if not isinstance(self._run_dir, storage.LocalDir):
+            return
+        if self._fd is None:
+            path = self._run_dir.join(TIME_HOT_FILE)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(self._fd, values, 0)  # a whole step's figures, never torn by a kill
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ class Attempt:
     failures: dict[int, WorkerFailure] = dataclasses.field(default_factory=dict)
     return_values: dict[int, bytes] = dataclasses.field(default_factory=dict)
     stopped: bool = False  # its workers were shut down
+    running: set[int] = dataclasses.field(default_factory=set)  # ranks in their function
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,12 +97,14 @@ class Heartbeat:
     ``started``: sent once, when the worker's backend is set up and its function starts,
     with ``stack_fd``, the descriptor of the unlinked file where the worker writes its
     stacks on :data:`STACK_SIGNAL` (read as ``/proc/PID/fd/N``: it leaves nothing behind,
-    even when the driver is killed), or None.
+    even when the driver is killed), or None, and ``phase_fd``, that of the page where
+    it keeps its phase (``worker/phases.py``), or None.
     """
 
     rank: int
     started: bool = False
     stack_fd: int | None = None
+    phase_fd: int | None = None
 
 
 @_pickled_by_fields
@@ -119,6 +121,10 @@ class Report:
     ``data_positions`` (with a checkpoint) is where the worker's dataset shards and data
     loaders are, ``{"datasets": {name: position}, "loaders": {key: position}}``, kept with
     the checkpoint so that a restart continues the data from there.
+    ``timings`` is, for the run's time ledger, ``(user_s, data_s, persist_s, source)``:
+    the seconds since the previous report returned (or the function started), those of
+    them spent waiting for data (most of it for ``source``), and the seconds this report
+    took to persist its checkpoint before it was sent.
     """
 
     rank: int
@@ -132,6 +138,7 @@ class Report:
     dir_name: str | None = None
     staged: str | None = None
     data_positions: dict[str, Any] | None = None
+    timings: tuple[float, float, float, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

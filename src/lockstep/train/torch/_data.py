@@ -18,7 +18,7 @@ from torch.utils.data import (
 
 from lockstep._internal.execution.worker import session
 from lockstep.train.torch._devices import get_device
-from lockstep.train.torch._resume import ResumableLoader, ResumableSampler
+from lockstep.train.torch._resume import ResumableLoader, ResumableSampler, timed_batches
 from lockstep.train.torch._world import world_rank, world_size
 
 
@@ -173,7 +173,10 @@ class _DeviceLoader:
         self._non_blocking = non_blocking and device.type == "cuda"
 
     def __iter__(self) -> Iterator[Any]:
-        for batch in self._loader:
+        batches = iter(self._loader)
+        if not isinstance(self._loader, ResumableLoader):  # which times its own waits
+            batches = timed_batches(batches, self._loader)
+        for batch in batches:
             yield self._move(batch)
 
     def __len__(self) -> int:

@@ -10,11 +10,14 @@ continues (``"base"``): the indices no rank had handed out, split again among th
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch.utils.data import DataLoader, DistributedSampler
+
+from lockstep._core import data_wait
 
 _SAME = ("len", "seed", "shuffle", "drop_last")  # what a restart must keep to continue
 
@@ -160,9 +163,28 @@ class ResumableLoader(DataLoader):  # type: ignore[type-arg]
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         sampler = self.sampler
         assert isinstance(sampler, ResumableSampler)
-        batches = super().__iter__()
+        batches = timed_batches(super().__iter__(), self)
         batch_size = self.batch_size or 1
         for batch in batches:
             sampler.handed(batch_size)
             yield batch
         sampler.ended = True
+
+
+def timed_batches(batches: Iterator[Any], loader: object) -> Iterator[Any]:
+    """``batches``, each wait for one told to the training function's time ledger (a
+    data wait of ``loader``); as they are outside a training function."""
+    sink = data_wait.current()
+    if sink is None:
+        yield from batches
+        return
+    while True:
+        sink.data_wait_begin(loader, None)
+        started = time.perf_counter()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        finally:
+            sink.data_wait_end(loader, time.perf_counter() - started)
+        yield batch

@@ -78,6 +78,9 @@ class FakeWorkerGroup:
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         return {}
 
+    def worker_places(self) -> dict[int, Any]:
+        return {}
+
     def shutdown(self) -> None:
         self.log.append("shutdown")
 

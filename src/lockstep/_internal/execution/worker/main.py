@@ -27,6 +27,7 @@ from lockstep._internal.execution.messages import (
     WorkerStart,
 )
 from lockstep._internal.execution.worker import session as session_module
+from lockstep._internal.execution.worker.phases import PhasePage
 
 
 class WorkerStopped(BaseException):
@@ -45,7 +46,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         _extend_sys_path(start.sys_path)
         stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
-    session = session_module.WorkerSession(conn, start, on_driver_lost=on_lost)
+    page = PhasePage.create()
+    session = session_module.WorkerSession(conn, start, on_driver_lost=on_lost, phases=page)
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
@@ -53,7 +55,10 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
         # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
-        session.send(Heartbeat(start.context.world_rank, started=True, stack_fd=stack_fd))
+        phase_fd = page.fd if page is not None else None
+        rank = start.context.world_rank
+        session.send(Heartbeat(rank, started=True, stack_fd=stack_fd, phase_fd=phase_fd))
+        session.function_started()
         value = _run_function(start.train_fn)
         payload, dropped = _pickle_return_value(value, start.context.world_rank)
         session.close()
@@ -71,6 +76,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
             backend.on_worker_shutdown(start.context)
         finally:
             session_module.install(None, process_wide=not in_process)
+            if page is not None and in_process:
+                page.close()  # a worker process's goes with it
 
 
 def _dump_stacks_on_signal() -> int | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from lockstep._core import data_wait
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError, UsageKeyError
@@ -35,6 +36,8 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
+from lockstep._internal.execution.worker import phases
+from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.positions import position_of, saved_positions
 from lockstep._internal.execution.worker.report_checks import (
     check_reserved,
@@ -87,6 +90,7 @@ class WorkerSession:
         start: WorkerStart,
         *,
         on_driver_lost: Callable[[], None] | None = None,
+        phases: PhasePage | None = None,
     ) -> None:
         self.context: TrainContext = dataclasses.replace(
             start.context, dataset_shards=self.get_dataset_shard
@@ -109,6 +113,12 @@ class WorkerSession:
         self._preemption_next: PreemptionInfo | None = None
         self._loaders: dict[str, Callable[[], dict[str, Any] | None]] = {}
         self._last_heartbeat = float("-inf")
+        # For the run's time ledger and `lockstep status`: where this rank's time goes.
+        self._phases = phases
+        self._released_at = time.monotonic()  # when the last report() returned
+        self._data_s = 0.0  # waiting for data since then
+        self._data_by: dict[str, float] = {}
+        self._source_names: dict[int, str] = {}
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -130,10 +140,13 @@ class WorkerSession:
         delete_local_checkpoint_after_upload: bool | None = None,
         checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
     ) -> None:
+        entered = time.monotonic()
         clean = clean_metrics(metrics)
         check_reserved(clean)
         step = self._num_reports
         if checkpoint is None:
+            if self._phases is not None:
+                self._phases.set(phases.REPORT, step)
             # positions go with every report: another rank may attach the step's checkpoint
             report = Report(
                 self.context.world_rank,
@@ -142,6 +155,7 @@ class WorkerSession:
                 False,
                 time.time(),
                 data_positions=self.data_positions(),
+                timings=self._timings(entered, 0.0),
             )
             self._exchange(report, commit=False)
             return
@@ -155,10 +169,13 @@ class WorkerSession:
         delete = delete_local_checkpoint_after_upload
         if delete is None:  # Ray's default: ASYNC owns the local copy, SYNC leaves it
             delete = mode is CheckpointUploadMode.ASYNC
+        self._show_persisting(checkpoint, step, mode, checkpoint_upload_fn)
         with self._beating():  # writing a big checkpoint is progress, not a hang
             fields = self._persist(
                 checkpoint, step, mode, delete, checkpoint_upload_fn, checkpoint_dir_name
             )
+        if self._phases is not None:
+            self._phases.set(phases.REPORT, step)
         report = Report(
             self.context.world_rank,
             step,
@@ -167,9 +184,61 @@ class WorkerSession:
             time.time(),
             dir_name=checkpoint_dir_name,
             data_positions=self.data_positions(),
+            timings=self._timings(entered, time.monotonic() - entered),
             **fields,
         )
         self._exchange(report, commit=report.upload != "async")
+
+    def function_started(self) -> None:
+        """The training function starts now: its time counts from here."""
+        self._released_at = time.monotonic()
+        if self._phases is not None:
+            self._phases.set(phases.TRAINING)
+
+    def _timings(self, entered: float, persist_s: float) -> tuple[float, float, float, str]:
+        """This report's :attr:`Report.timings`; the data waits start again from zero."""
+        data_s, by = self._data_s, self._data_by
+        source = max(by.items(), key=lambda item: item[1])[0] if by else ""
+        if by:
+            self._data_s, self._data_by = 0.0, {}
+        return (entered - self._released_at, data_s, persist_s, source)
+
+    def _show_persisting(
+        self,
+        checkpoint: Checkpoint,
+        step: int,
+        mode: CheckpointUploadMode,
+        upload_fn: Callable[[Checkpoint, str], Checkpoint] | None,
+    ) -> None:
+        """Say in the phase page that this rank persists a checkpoint of that size, to
+        where in the run directory (its staging directory), for ``lockstep status``."""
+        if self._phases is None:
+            return
+        local = checkpoint.is_local and os.path.isdir(checkpoint.path)
+        size = float(_tree_size(checkpoint.path)) if local else 0.0
+        target = ""
+        if upload_fn is None and mode is not CheckpointUploadMode.NO_UPLOAD:
+            target = staging_dir_name(step, self.context.world_rank, root=self._start.staging_dir)
+        self._phases.set_with(phases.CHECKPOINT, target, step=step, size=size)
+
+    def data_wait_begin(self, source: object, stage: str | None) -> None:
+        """A data iterator of this function waits for a batch (see ``_core.data_wait``)."""
+        if self._phases is not None:
+            self._phases.set_with(phases.DATA_WAIT, self._source_name(source), stage or "")
+
+    def data_wait_end(self, source: object, seconds: float) -> None:
+        self._data_s += seconds
+        name = self._source_name(source)
+        self._data_by[name] = self._data_by.get(name, 0.0) + seconds
+        if self._phases is not None:
+            self._phases.set(phases.TRAINING)
+
+    def _source_name(self, source: object) -> str:
+        """How the findings name a data source: its dataset's name, else its kind."""
+        name = self._source_names.get(id(source))
+        if name is not None:
+            return name
+        return "the data loader" if "Loader" in type(source).__name__ else "a dataset"
 
     def _persist(
         self,
@@ -219,6 +288,9 @@ class WorkerSession:
         self._send(report)
         self._num_reports += 1
         reply.wait()
+        self._released_at = time.monotonic()
+        if self._phases is not None:
+            self._phases.set(phases.TRAINING)
 
     def heartbeat(self) -> None:
         """Tell the driver this rank is making progress; at most one message a second, so
@@ -276,7 +348,9 @@ class WorkerSession:
             )
         if name not in self._iterators:
             shard = datasets[name]
-            self._iterators[name] = shard.iterator() if hasattr(shard, "iterator") else shard
+            iterator = shard.iterator() if hasattr(shard, "iterator") else shard
+            self._iterators[name] = iterator
+            self._source_names[id(iterator)] = f"the {name} dataset"
         return self._iterators[name]
 
     def data_positions(self) -> dict[str, Any] | None:
@@ -452,18 +526,32 @@ _process_session: Session | None = None
 _thread_session = threading.local()
 
 
-def install(session: Session | None, *, process_wide: bool) -> None:
-    """Make ``session`` the current one: for the process, or for this thread only."""
+def install(session: WorkerSession | None, *, process_wide: bool) -> None:
+    """Make ``session`` the current one (and the sink of its data waits): for the process,
+    or for this thread only."""
     global _process_session
     if process_wide:
         _process_session = session
     else:
         _thread_session.session = session
+    data_wait.install(session, process_wide=process_wide)
 
 
 def current() -> Session | None:
     """The session of this thread or process, or None outside a training function."""
     return getattr(_thread_session, "session", None) or _process_session
+
+
+def _tree_size(path: str) -> int:
+    """The bytes of every file under ``path``."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                continue
+    return total
 
 
 def _default_dir_name(staged: str) -> str:

@@ -51,6 +51,7 @@ from lockstep._internal.execution.messages import (
     WorkerStart,
 )
 from lockstep._internal.execution.plan import ExecutionPlan, Topology
+from lockstep._internal.execution.worker import phases
 from lockstep._internal.execution.worker_group import stacks
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
@@ -110,7 +111,20 @@ class WorkerGroup(Protocol):
 
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]: ...
 
+    def worker_places(self) -> dict[int, WorkerPlace]: ...
+
     def shutdown(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WorkerPlace:
+    """Where a running worker is, for ``lockstep status``: its pid (None where it cannot
+    be known), its node, and what its phase page says (None where it cannot be read: a
+    worker on another node, one that has not started its function)."""
+
+    pid: int | None
+    node: str
+    phase: phases.Phase | None
 
 
 class ConnectedWorkerGroup(abc.ABC):
@@ -136,6 +150,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._backend: Backend | None = None  # its driver side runs while the group does
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
+        self._phase_fds: dict[int, int] = {}  # each worker's phase page, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -147,7 +162,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._ray_hooks(spec.backend, spec.num_workers, "on_start", "on_training_start")
         self._num_workers = spec.num_workers
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
-        self._stack_fds = {}
+        self._stack_fds, self._phase_fds = {}, {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
 
@@ -203,6 +218,29 @@ class ConnectedWorkerGroup(abc.ABC):
     def _worker_pids(self) -> dict[int, int]:
         """The pid of each worker running on this machine, by rank."""
         return {}
+
+    def worker_places(self) -> dict[int, WorkerPlace]:
+        """Every running worker's pid, node and phase (read from its page), by rank.
+
+        Safe to call from another thread than the controller's (``lockstep status``
+        asks from the driver's status thread): it only reads.
+        """
+        topology = self._topology
+        if topology is None:
+            return {}
+        pids = self._worker_pids()
+        places = {}
+        for rank in range(topology.world_size):
+            if rank in self._done:
+                continue
+            pid, fd = pids.get(rank), self._phase_fds.get(rank)
+            page = phases.open_page(pid, fd) if pid is not None and fd is not None else None
+            phase = None
+            if page is not None:
+                with page:
+                    phase = phases.read(page)
+            places[rank] = WorkerPlace(pid, topology.address_of(rank), phase)
+        return places
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
@@ -352,8 +390,11 @@ class ConnectedWorkerGroup(abc.ABC):
             self._answer(self._relay.on_finished(rank))
         else:
             assert isinstance(message, Report | Heartbeat), message
-            if isinstance(message, Heartbeat) and message.stack_fd is not None:
-                self._stack_fds[rank] = message.stack_fd
+            if isinstance(message, Heartbeat) and message.started:
+                if message.stack_fd is not None:
+                    self._stack_fds[rank] = message.stack_fd
+                if message.phase_fd is not None:
+                    self._phase_fds[rank] = message.phase_fd
             events.append(message)
 
     def _answer(self, outcome: tuple[list[int], CollectiveReply] | None) -> None:

@@ -56,6 +56,10 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
         finally:
             conn.close()
 
+    def _worker_pids(self) -> dict[int, int]:
+        thread = self._thread
+        return {0: os.getpid()} if thread is not None and thread.is_alive() else {}
+
     def _lost(self, rank: int) -> WorkerFailure:
         return lost_connection(rank, os.getpid())
 
