@@ -252,7 +252,11 @@ class TrialCallbackListener:
 
     def _result(self, event: StepRecorded, trials: list[Trial]) -> None:
         result = tune_result(
-            event.row, event.clock, trial_id=self.trial.trial_id, config=self.trial.config
+            event.row,
+            event.clock,
+            trial_id=self.trial.trial_id,
+            config=self.trial.config,
+            time=event.time,
         )
         self.trial.last_result = result
         self._iteration = event.iteration

@@ -16,7 +16,7 @@ import datetime
 import enum
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -94,6 +94,8 @@ class StepRecorded(RunEvent):
             ``time_total_s`` and ``checkpoint_dir_name``.
         clock: Where the row's times stand against the run's restore point, for the
             keys Tune adds (see :func:`tune_result`).
+        ledger: The run's time ledger figures up to now, computed when asked (see
+            :attr:`time`).
     """
 
     iteration: int
@@ -101,11 +103,18 @@ class StepRecorded(RunEvent):
     checkpoint: Checkpoint | None
     row: Mapping[str, Any]
     clock: ResultClock = field(repr=False)
+    ledger: Callable[[], Mapping[str, float]] | None = field(default=None, repr=False)
 
     @property
     def metrics(self) -> Mapping[str, Any]:
         """Rank 0's metrics."""
         return self.worker_metrics[0]
+
+    @property
+    def time(self) -> Mapping[str, float] | None:
+        """Where the run's time went so far (``TimeLedger.as_dict()``: seconds by
+        category, and the goodput), or None."""
+        return self.ledger() if self.ledger is not None else None
 
 
 @dataclass(frozen=True)
@@ -200,11 +209,18 @@ class ResultClock:
 
 
 def tune_result(
-    row: Mapping[str, Any], clock: ResultClock, *, trial_id: str, config: Mapping[str, Any]
+    row: Mapping[str, Any],
+    clock: ResultClock,
+    *,
+    trial_id: str,
+    config: Mapping[str, Any],
+    time: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The result dict Tune's callbacks, schedulers and searchers see for a logged row:
-    the row plus the keys Ray Tune adds to every report. Built here alone, for Train runs
-    and Tune trials alike.
+    the row plus the keys Ray Tune adds to every report, and, given the run's time
+    ledger ``time``, its figures as metrics of their own: ``goodput`` and
+    ``time_<category>_s`` (``time_training_s``, ``time_data_wait_s``, ...), unless the
+    row has a metric of that name. Built here alone, for Train runs and Tune trials alike.
 
     Example:
         >>> clock = ResultClock(previous_time_total_s=1.5, restored_iteration=0,
@@ -234,6 +250,9 @@ def tune_result(
             "config": dict(config),
         }
     )
+    if time is not None:
+        for key, value in time.items():
+            result.setdefault(key if key == "goodput" else f"time_{key}_s", value)
     return result
 
 

@@ -1,4 +1,5 @@
-"""The ``lockstep`` command: ``lockstep demo``, ``lockstep doctor``, ``lockstep --version``.
+"""The ``lockstep`` command: ``lockstep demo``, ``lockstep doctor``, ``lockstep runs``,
+``lockstep status``, ``lockstep --version``.
 
 Like pip and git: every command and option has a help text that shows its default, and a
 mistake on the command line is one line on standard error with exit code 2, never a
@@ -82,9 +83,10 @@ def parser() -> argparse.ArgumentParser:
     commands.required = True
     _add_demo(commands)
     _add_doctor(commands)
-    from lockstep.cli import _runs
+    from lockstep.cli import _runs, _status
 
     _runs.add_parser(commands)
+    _status.add_parser(commands, _Formatter)
     return top
 
 
@@ -162,4 +164,8 @@ def _run(args: argparse.Namespace) -> int:
         from lockstep.cli._runs import main as runs
 
         return runs(args)
+    if args.command == "status":
+        from lockstep.cli._status import main as status
+
+        return status(args)
     raise AssertionError(args.command)

@@ -90,7 +90,9 @@ class TrialLink:
             return None
         assert isinstance(event, StepRecorded)
         trial = self._trial
-        result = tune_result(event.row, event.clock, trial_id=trial.trial_id, config=trial.config)
+        result = tune_result(
+            event.row, event.clock, trial_id=trial.trial_id, config=trial.config, time=event.time
+        )
         reply: queue.SimpleQueue[Directive] = queue.SimpleQueue()
         self._events.put(_Report(trial, result, event.checkpoint, reply))
         return reply.get()

@@ -13,10 +13,14 @@ tests drive the controller with a fake group and queued events.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import socket
+import threading
 import time
 import warnings
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from lockstep._core import flags, storage
@@ -48,6 +52,13 @@ from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.reports import ReportHandler, storage_failure
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun
+from lockstep._internal.controller.status import (
+    RankRow,
+    StatusServer,
+    attempt_rows,
+    driver_note,
+    summary,
+)
 from lockstep._internal.controller.states import (
     Attempt,
     Draining,
@@ -123,6 +134,8 @@ class TrainController:
         self._preemption = PreemptionPolicy(failure_policy.preemption_deadline_s)
         self._stop_reason: str | None = None
         self.state: State = Starting(attempt=0)
+        self._last_step_at = time.monotonic()  # for `lockstep status`: is the loop stuck?
+        self._main_thread: int | None = None
 
     def request_stop(self, reason: str) -> None:
         """Stop at the next transition: the workers are stopped, the committed checkpoints
@@ -163,9 +176,11 @@ class TrainController:
         state = self._run_record.state
         self._emit(ev.RunStarted(self._context(0), state.latest, state.training_iteration))
         error: BaseException | None = None
+        self._main_thread = threading.get_ident()
         with (
             interrupts.stop_on_sigint(self.request_preemption),
             interrupts.stop_on_sigterm(self.request_preemption),
+            self._answering_status(),
         ):
             try:
                 yield from self._run_to_the_end()
@@ -200,8 +215,66 @@ class TrainController:
             self._close()
             raise
 
+    @contextlib.contextmanager
+    def _answering_status(self) -> Iterator[None]:
+        """Answer ``lockstep status`` while the run goes on (on a socket in its directory)."""
+        server = StatusServer(self._spec.run_dir, self.status)
+        try:
+            yield
+        finally:
+            server.close()
+
+    def status(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """What ``lockstep status`` shows of this run now: a sentence naming what holds it
+        up, a row per rank, the time ledger so far. Called from the status thread: it
+        only reads; ``{"stacks": true}`` adds every rank's Python stack."""
+        stacks = bool(request.get("stacks"))
+        state, now = self.state, time.monotonic()
+        rows = self._status_rows(state, stacks=stacks, now=now)
+        name = _status_state(state)
+        note = driver_note(os.getpid(), now - self._last_step_at, self._main_thread)
+        if note is None and isinstance(state, Restarting | Resizing):
+            note = f"restarting after: {root_cause(state.failures).summary}" if isinstance(
+                state, Restarting
+            ) else f"resizing to {state.num_workers} workers"
+        return {
+            "run": self._spec.experiment_name,
+            "path": self._spec.run_dir.uri,
+            "state": name,
+            "summary": summary(rows, state=name, note=note),
+            "attempt": getattr(state, "attempt", 0) + 1,
+            "iteration": self._run_record.state.training_iteration,
+            "driver": {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "seconds_since_update": round(max(0.0, now - self._last_step_at), 3),
+            },
+            "ranks": [row.as_dict(stacks=stacks) for row in rows],
+            "time": self._ledger.view().as_dict(),
+        }
+
+    def _status_rows(self, state: State, *, stacks: bool, now: float) -> list[RankRow]:
+        if isinstance(state, WithWorkers):
+            recovering = self._ledger.phase == RECOVERING
+            return attempt_rows(
+                state.run,
+                self._reports.steps,
+                self._ledger,
+                self._spec.run_dir,
+                stacks=stacks,
+                now=now,
+                recovering=recovering,
+            )
+        if isinstance(state, Ended):
+            return []
+        phase = "restarting" if getattr(state, "attempt", 0) else "starting"
+        return [
+            RankRow(rank, None, "", phase, None, 0, None) for rank in range(self._spec.num_workers)
+        ]
+
     def step(self) -> None:
         """Carry out one transition."""
+        self._last_step_at = time.monotonic()
         state = self.state
         wants_steps = self._listeners.wants(ev.StepBegin)
         if wants_steps:
@@ -538,6 +611,15 @@ class TrainController:
 
 
 _OUTCOMES: dict[type, str] = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
+
+
+def _status_state(state: State) -> str:
+    """The run's state as ``lockstep status`` names it."""
+    if isinstance(state, Ended):
+        return _OUTCOMES[type(state)]
+    if isinstance(state, Restarting | Resizing) or getattr(state, "attempt", 0) > 0:
+        return "restarting" if not isinstance(state, WithWorkers) else "running"
+    return "running"
 # The time ledger's phase each state puts the run in (Running: once every rank runs).
 _PHASES: dict[type, str] = {
     Restarting: RECOVERING,

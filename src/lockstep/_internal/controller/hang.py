@@ -205,6 +205,31 @@ def waiting_in(frames: list[Frame]) -> str | None:
     return None
 
 
+def collective_call(frames: list[Frame]) -> str | None:
+    """The collective the rank waits in, read where :func:`waiting_in` reads: a
+    framework's function (``all_reduce``) or lockstep's (``barrier``); None outside one.
+
+    Example:
+        >>> frames = [Frame("/x/torch/distributed/distributed_c10d.py", 2, "all_reduce"),
+        ...           Frame("/src/train.py", 88, "step")]
+        >>> collective_call(frames)
+        'all_reduce'
+    """
+    for index, frame in enumerate(frames):
+        name = frame.filename
+        if _is_stdlib(name):
+            continue
+        if _is_ours(name):
+            if frame.function == "_collective" and index + 1 < len(frames):
+                return frames[index + 1].function  # the session's barrier, all_gather...
+            continue
+        if _COLLECTIVES.search(name):
+            return frame.function
+        if not _is_library(name):
+            return None
+    return None
+
+
 @dataclass(frozen=True)
 class RankState:
     """What the driver knows of one rank when the run hangs."""

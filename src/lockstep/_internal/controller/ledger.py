@@ -101,6 +101,7 @@ class Ledger:
         self._replay = replay  # the first `replay` steps of this attempt are done again
         self._position = position  # the run's progress at the attempt's step 0
         self._arrival: list[float | None] = [None] * num_workers  # its last report's
+        self._last_report: list[float | None] = [None] * num_workers
         self._reported: list[int] = [-1] * num_workers  # the step not yet folded in
         self._step_arrivals = 0.0
         self._step_early = 0  # reports of the step that came before the run was running
@@ -113,6 +114,7 @@ class Ledger:
         rank, values = report.rank, self.values
         self._fold(rank)
         self._reported[rank] = report.step
+        self._last_report[rank] = now
         if self._phase != RUNNING:
             self._arrival[rank] = None  # stamped when the run is running
             self._step_early += 1
@@ -203,6 +205,22 @@ class Ledger:
         if self._phase != RUNNING:
             values[_RUN[self._phase]] += elapsed
         return now
+
+    def view(self) -> tl.TimeLedger:
+        """The ledger up to now, changing nothing (for another thread: ``lockstep
+        status`` asks from the driver's status thread)."""
+        values = list(self.values)
+        elapsed = 0.0 if self._frozen else max(0.0, self._clock() - self._mark)
+        values[_RUN["wall"]] += elapsed
+        if self._phase != RUNNING:
+            values[_RUN[self._phase]] += elapsed
+        base = tl.TimeLedger(data_sources=dict(self.sources), assumed_mtbf_s=self.assumed_mtbf_s)
+        return tl.TimeLedger.from_hot(values, base)
+
+    def last_report(self, rank: int) -> float | None:
+        """When rank ``rank`` of the attempt last reported (``clock()``), if it did."""
+        reports = self._last_report
+        return reports[rank] if rank < len(reports) else None
 
     def current(self) -> array.array[float]:
         """The figures up to now (``time.bin``'s doubles), counted one more time."""

@@ -175,6 +175,7 @@ class ReportHandler:
             checkpoint=checkpoint,
             row=row,
             clock=clock,
+            ledger=self._ledger.figures,
         )
         return self._listeners.emit(event)
 

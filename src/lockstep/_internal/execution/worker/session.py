@@ -119,6 +119,7 @@ class WorkerSession:
         self._data_s = 0.0  # waiting for data since then
         self._data_by: dict[str, float] = {}
         self._source_names: dict[int, str] = {}
+        self._stages: dict[str, str] = {}  # each source's slowest stage, seen in a pass
         self._reader = threading.Thread(
             target=self._read_loop,
             name=f"lockstep-session-rank{start.context.world_rank}",
@@ -224,7 +225,10 @@ class WorkerSession:
     def data_wait_begin(self, source: object, stage: str | None) -> None:
         """A data iterator of this function waits for a batch (see ``_core.data_wait``)."""
         if self._phases is not None:
-            self._phases.set_with(phases.DATA_WAIT, self._source_name(source), stage or "")
+            name = self._source_name(source)
+            if stage:
+                self._stages[name] = stage
+            self._phases.set_with(phases.DATA_WAIT, name, self._stages.get(name, ""))
 
     def data_wait_end(self, source: object, seconds: float) -> None:
         self._data_s += seconds

@@ -151,6 +151,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
         self._phase_fds: dict[int, int] = {}  # each worker's phase page, as its own fd
+        self._stacks_lock = threading.Lock()
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -200,20 +201,26 @@ class ConnectedWorkerGroup(abc.ABC):
         answers too. A worker that has not set the handler up, or does not answer, is
         read with py-spy when it is installed; a rank on another node is left out.
         """
-        pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
-        signalled = {}
-        for rank, pid in pids.items():
-            if rank in self._stack_fds:
-                try:
-                    os.kill(pid, STACK_SIGNAL)
-                    signalled[rank] = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
-                except OSError:
-                    continue
-        texts = stacks.read_when_written(signalled, timeout)
-        for rank, pid in pids.items():
-            if not stacks.has_stack(texts.get(rank, "")):
-                texts[rank] = stacks.py_spy_dump(pid)
-        return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+        with self._stacks_lock:  # the hang watchdog and `lockstep status` may both ask
+            pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
+            signalled, before = {}, {}
+            for rank, pid in pids.items():
+                if rank in self._stack_fds:
+                    path = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
+                    try:
+                        before[rank] = os.path.getsize(path)  # earlier dumps come first
+                        os.kill(pid, STACK_SIGNAL)
+                        signalled[rank] = path
+                    except OSError:
+                        continue
+            texts = {
+                rank: stacks.latest_dump(text, before[rank])
+                for rank, text in stacks.read_when_written(signalled, timeout, before).items()
+            }
+            for rank, pid in pids.items():
+                if not stacks.has_stack(texts.get(rank, "")):
+                    texts[rank] = stacks.py_spy_dump(pid)
+            return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
 
     def _worker_pids(self) -> dict[int, int]:
         """The pid of each worker running on this machine, by rank."""

@@ -16,13 +16,16 @@ from typing import Any
 PY_SPY_TIMEOUT_S = 10.0
 
 
-def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
+def read_when_written(
+    paths: dict[int, str], timeout: float, sizes: dict[int, int] | None = None
+) -> dict[int, str]:
     """The text of each file (a worker's ``/proc/PID/fd/N``) once a stack dump follows
-    its first line and the file stopped growing (the handler writes it in a burst), or
-    what is there at ``timeout``."""
+    its first line (or, given its size before the signal, the earlier dumps) and the file
+    stopped growing (the handler writes it in a burst), or what is there at ``timeout``."""
     deadline = time.monotonic() + timeout
     texts: dict[int, str] = dict.fromkeys(paths, "")
     settled: set[int] = set()
+    sizes = sizes or {}
     while len(settled) < len(paths) and time.monotonic() < deadline:
         time.sleep(0.05)  # the workers write the files; there is nothing else to wait on
         for rank, path in paths.items():
@@ -34,10 +37,19 @@ def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:
             except OSError:  # the worker is gone
                 settled.add(rank)
                 continue
-            if text == texts[rank] and has_stack(text):
+            if text == texts[rank] and has_stack(latest_dump(text, sizes.get(rank, 0))):
                 settled.add(rank)
             texts[rank] = text
     return texts
+
+
+def latest_dump(text: str, size: int) -> str:
+    """The file's first line (which thread runs the function) and the dump written after
+    its first ``size`` bytes (the earlier dumps, of earlier asks)."""
+    first, _, _ = text.partition("\n")
+    if size <= len(first) + 1:
+        return text
+    return first + "\n" + text.encode("utf-8")[size:].decode("utf-8", "replace")
 
 
 def has_stack(text: str) -> bool:
