@@ -29,19 +29,21 @@ class _Bracket:
     def ready(self, search_finished: bool) -> bool:
         """Whether every trial it will have reached the milestone."""
         full = len(self.trials) >= self.capacity or search_finished
-        return full and all(self._reached(t) for t in self.live())
+        return full and all(self.reached(t) for t in self.live())
 
-    def _reached(self, trial: Any) -> bool:
+    def reached(self, trial: Any) -> bool:
         return trial.trial_id in self.latest and self.latest[trial.trial_id][0] >= self.milestone
 
     def halve(self, max_t: float) -> tuple[list[Any], list[Any]]:
-        """The top ``keep / eta`` of the live trials, and the rest; the next milestone is
-        ``eta`` times further (at most ``max_t``)."""
+        """Keep the top ``keep / eta`` of the live trials and end the rest; the next
+        milestone is ``eta`` times further (at most ``max_t``)."""
         self.halvings -= 1
         self.keep = math.ceil(self.keep / self.eta)
         self.milestone = int(min(self.milestone * self.eta, max_t))
         live = sorted(self.live(), key=lambda t: self.latest[t.trial_id][1], reverse=True)
-        return live[: self.keep], live[self.keep :]
+        kept, dropped = live[: self.keep], live[self.keep :]
+        self.ended.update(t.trial_id for t in dropped)
+        return kept, dropped
 
 
 class HyperBandScheduler(FIFOScheduler):
@@ -121,6 +123,8 @@ class HyperBandScheduler(FIFOScheduler):
         score = self._score(result)
         if bracket is None or score is None or self._time_attr not in result:
             return self.CONTINUE
+        if trial.trial_id in bracket.ended:
+            return self.STOP  # its bracket is done with it
         now = float(result[self._time_attr])
         bracket.latest[trial.trial_id] = (now, score)
         if bracket.halvings == 0 and not self._stop_last:
@@ -134,16 +138,34 @@ class HyperBandScheduler(FIFOScheduler):
 
     def _maybe_halve(self, tune_controller: Any, bracket: _Bracket, trial: Any) -> Any:
         """The decision for ``trial``, which reached the milestone: PAUSE until the others
-        do, then CONTINUE if it is kept, else STOP."""
-        if not bracket.ready(bool(getattr(tune_controller, "search_finished", True))):
+        do, then CONTINUE if it is kept (PAUSE if it is past the next milestone already),
+        else STOP."""
+        finished = bool(getattr(tune_controller, "search_finished", True))
+        if not bracket.ready(finished):
             return self.PAUSE
-        kept, dropped = bracket.halve(self.max_t)
+        kept, dropped = self._halve(bracket, finished)
         for other in dropped:
-            bracket.ended.add(other.trial_id)
             if other is not trial and tune_controller is not None:
                 tune_controller.stop_trial(other)
-        self._resumable += [t for t in kept if t is not trial]
-        return self.CONTINUE if trial in kept else self.STOP
+        ahead = [t for t in kept if bracket.halvings > 0 and bracket.reached(t)]
+        self._resumable += [t for t in kept if t is not trial and t not in ahead]
+        if trial in dropped:
+            return self.STOP
+        return self.PAUSE if trial in ahead else self.CONTINUE
+
+    def _halve(self, bracket: _Bracket, finished: bool) -> tuple[list[Any], list[Any]]:
+        """Halve until the kept trials have a milestone ahead (trials may report past one);
+        at the last milestone, the trials that reached it end too (``stop_last_trials``)."""
+        dropped: list[Any] = []
+        while True:
+            kept, out = bracket.halve(self.max_t)
+            dropped += out
+            if bracket.halvings == 0 and self._stop_last:
+                done = [t for t in kept if bracket.reached(t)]
+                bracket.ended.update(t.trial_id for t in done)
+                return [t for t in kept if t not in done], dropped + done
+            if bracket.halvings == 0 or not bracket.ready(finished):
+                return kept, dropped
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
         self._end(tune_controller, trial)
@@ -161,12 +183,13 @@ class HyperBandScheduler(FIFOScheduler):
             self._resumable.remove(trial)
         if bracket.halvings == 0:
             return  # nobody waits at the last milestone
-        waiting = [t for t in bracket.live() if bracket._reached(t)]
+        waiting = [t for t in bracket.live() if bracket.reached(t)]
         if waiting and bracket.ready(bool(getattr(tune_controller, "search_finished", True))):
-            first = waiting[0]
-            if self._maybe_halve(tune_controller, bracket, first) == self.CONTINUE:
+            first = waiting[0]  # decided for as if it had reported last
+            decision = self._maybe_halve(tune_controller, bracket, first)
+            if decision == self.CONTINUE:
                 self._resumable.insert(0, first)
-            elif tune_controller is not None:
+            elif decision == self.STOP and tune_controller is not None:
                 tune_controller.stop_trial(first)
 
     def choose_trial_to_run(self, tune_controller: Any, trials: Sequence[Any]) -> Any:
