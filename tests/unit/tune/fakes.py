@@ -81,3 +81,15 @@ class FakeRunner:
     def next_to_run(self) -> FakeTrial | None:
         waiting = [t for t in self.trials if t.status in ("PENDING", "PAUSED")]
         return self.scheduler.choose_trial_to_run(self, waiting)  # type: ignore[no-any-return]
+
+
+def through_experiment_state(tmp_path: Any, **objects: Any) -> dict[str, Any]:
+    """``objects`` written into an experiment state file and read back, as the Tuner saves
+    its searcher and scheduler and ``Tuner.restore`` loads them (one pickle: objects that
+    share a trial still share it)."""
+    from lockstep._core import storage
+    from lockstep.tune._state import read_state, write_state
+
+    exp_dir = storage.StorageDir.from_uri(str(tmp_path))
+    write_state(exp_dir, {"status": "running", "trials": [], **objects})
+    return read_state(exp_dir)

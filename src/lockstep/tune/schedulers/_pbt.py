@@ -185,7 +185,7 @@ class PopulationBasedTraining(FIFOScheduler):
             new = value * self._random.choice(self._factors)
         if isinstance(value, bool):
             return bool(new)
-        return int(round(new)) if isinstance(value, int) else new
+        return round(new) if isinstance(value, int) else new
 
     def _sample(self, space: Any) -> Any:
         if isinstance(space, Domain):

@@ -82,7 +82,8 @@ class BasicVariantGenerator(Searcher):
         """How many configs this generator gives in all (-1: without end)."""
         if self._num_samples < 0:
             return -1
-        from_points = sum(num_grid_variants(self._sample_space(i)) for i in range(len(self._points)))
+        points = range(len(self._points))
+        from_points = sum(num_grid_variants(self._sample_space(i)) for i in points)
         rest = max(self._num_samples - len(self._points), 0)
         return from_points + rest * num_grid_variants(self._space)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lockstep.tune.schedulers import AsyncHyperBandScheduler, ASHAScheduler
+from lockstep.tune.schedulers import ASHAScheduler, AsyncHyperBandScheduler
 from tests.unit.tune.fakes import FakeRunner
 
 
@@ -126,7 +126,8 @@ def test_without_stop_last_trials_a_trial_past_its_top_rung_is_never_stopped():
     scheduler = asha(grace_period=1, max_t=3, reduction_factor=2, stop_last_trials=False)
     runner = FakeRunner(scheduler)
     trials = runner.add_all(4)
-    decisions = [runner.report(t, **result(2, m)) for t, m in zip(trials, (10, 8, 6, 4))]
+    metrics = zip(trials, (10, 8, 6, 4), strict=True)
+    decisions = [runner.report(t, **result(2, m)) for t, m in metrics]
     assert decisions == ["CONTINUE", "STOP", "STOP", "STOP"]
     assert runner.report(trials[0], **result(4, 10)) == "CONTINUE"
     assert runner.report(trials[0], **result(14, 1)) == "CONTINUE"  # past max_t, below all
@@ -204,5 +205,5 @@ def test_bad_arguments_are_refused(kwargs, message):
 
 def test_a_result_without_metric_or_mode_set_is_an_error():
     runner = FakeRunner(ASHAScheduler())
-    with pytest.raises(ValueError, match="AsyncHyperBandScheduler needs a metric and a mode"):
+    with pytest.raises(ValueError, match=r"AsyncHyperBandScheduler needs a metric and a mode"):
         runner.report(runner.add("t0"), **result(1, 1))

@@ -102,7 +102,7 @@ def test_the_score_is_the_metric_signed_so_that_higher_is_better():
 def test_a_scheduler_that_needs_a_metric_and_a_mode_names_both(metric, mode):
     scheduler = FIFOScheduler()
     scheduler.set_search_properties(metric, mode)
-    with pytest.raises(ValueError, match="Median needs a metric and a mode. HINT: pass metric="):
+    with pytest.raises(ValueError, match=r"Median needs a metric and a mode. HINT: pass metric="):
         scheduler._require_metric("Median")
 
 

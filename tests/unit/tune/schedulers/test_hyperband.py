@@ -70,7 +70,7 @@ def test_successive_halving_keeps_a_third_at_each_milestone_until_one_is_left():
 
 
 def test_the_trial_whose_result_halves_the_bracket_stops_if_it_is_among_the_worst():
-    scheduler, runner, trials = full_band()
+    scheduler, runner, _ = full_band()
     second = scheduler._brackets[1]  # 8 trials from milestone 27
     members = second.trials
     decisions = [runner.report(t, **result(27, -i)) for i, t in enumerate(members)]
@@ -151,18 +151,14 @@ def test_trials_stop_at_their_brackets_last_milestone_unless_told_otherwise(stop
     runner = FakeRunner(scheduler)
     trials = runner.add_all(8)  # brackets of 4 to 8, and of 4 from 4
     assert layout(scheduler) == [(4, 8, 0), (4, 4, 1)]
-    assert {runner.report(t, **result(4, 10 * i)) for i, t in enumerate(trials[:4])} == {
-        "CONTINUE"
-    }
+    assert {runner.report(t, **result(4, 10 * i)) for i, t in enumerate(trials[:4])} == {"CONTINUE"}
     decisions = [runner.report(t, **result(4, 10 * i)) for i, t in enumerate(trials[4:])]
     assert decisions == ["PAUSE", "PAUSE", "PAUSE", "CONTINUE"]
     assert [t.status for t in trials[4:]] == ["TERMINATED", "TERMINATED", "PAUSED", "RUNNING"]
     runner.resume(trials[6])
     last = "STOP" if stop_last else "CONTINUE"
     assert {runner.report(t, **result(8, 1)) for t in trials[:4] + trials[6:]} == {last}
-    assert {runner.report(t, **result(9, 1)) for t in trials[6:] if not stop_last} <= {
-        "CONTINUE"
-    }
+    assert {runner.report(t, **result(9, 1)) for t in trials[6:] if not stop_last} <= {"CONTINUE"}
 
 
 @pytest.mark.parametrize("stop_last", [True, False])
@@ -238,5 +234,5 @@ def test_bad_arguments_are_refused(kwargs, message):
 
 def test_a_result_without_metric_or_mode_set_is_an_error():
     runner = FakeRunner(HyperBandScheduler())
-    with pytest.raises(ValueError, match="HyperBandScheduler needs a metric and a mode"):
+    with pytest.raises(ValueError, match=r"HyperBandScheduler needs a metric and a mode"):
         runner.report(runner.add("t0"), **result(1, 1))

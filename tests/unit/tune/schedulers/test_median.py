@@ -159,5 +159,5 @@ def test_the_defaults_are_ray_tunes():
 
 def test_a_result_without_metric_or_mode_set_is_an_error():
     runner = FakeRunner(MedianStoppingRule())
-    with pytest.raises(ValueError, match="MedianStoppingRule needs a metric and a mode"):
+    with pytest.raises(ValueError, match=r"MedianStoppingRule needs a metric and a mode"):
         runner.report(runner.add("t0"), **result(1, 1))
