@@ -366,11 +366,11 @@ def test_time_budget_and_stopper_end_the_experiment(tmp_path):
 
 
 def test_config_errors_carry_a_hint():
-    with pytest.raises(ValueError, match=r"HINT"):
+    with pytest.raises(ValueError, match="HINT"):
         tune.TuneConfig(scheduler="asha")
-    with pytest.raises(ValueError, match=r"HINT"):
+    with pytest.raises(ValueError, match="HINT"):
         tune.RunConfig(stop=3)
-    with pytest.raises(ValueError, match=r"grid_search cannot"):
+    with pytest.raises(ValueError, match="grid_search cannot"):
         OptunaSearch().set_search_properties("m", "min", {"x": tune.grid_search([1])})
 
 
@@ -433,7 +433,7 @@ def test_run_configs_take_tune_callbacks_and_the_older_dict_form():
     assert TrainRunConfig(callbacks=[callback]).callbacks == (callback,)
     older = TrainRunConfig.coerce({"max_actor_restarts": 2, "name": "x"})
     assert older.failure_config.max_failures == 2 and older.name == "x"
-    with pytest.raises(ValueError, match=r"HINT"):
+    with pytest.raises(ValueError, match="HINT"):
         TrainRunConfig.coerce({"nope": 1})
 
 
@@ -517,7 +517,7 @@ def test_trials_are_admitted_by_the_cpus_they_ask_for(tmp_path):
     ).fit()
     assert concurrency.most == 1 and [r.metrics["cpus"] for r in results] == [cpus] * 3
     gpus = machine_resources()["GPU"]
-    with pytest.raises(ValueError, match=r"HINT"):
+    with pytest.raises(ValueError, match="HINT"):
         tune.Tuner(
             tune.with_resources(objective, {"gpu": gpus + 1}),
             run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
