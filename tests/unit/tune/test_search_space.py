@@ -94,6 +94,7 @@ def test_an_integer_is_in_range_and_a_multiple_of_q(lower, width, q, log, fracti
 def test_uniform_values_spread_evenly(draw):
     values = np.array(draw(tune.uniform(-5, -1), 2000))
     assert values.min() >= -5 and values.max() <= -1
+    assert np.sum(values == -1) + np.sum(values == -5) <= 1  # none piled up at a bound
     assert abs(values.mean() + 3) < 0.1 and abs((values < -4).mean() - 0.25) < 0.03
 
 
@@ -101,6 +102,7 @@ def test_uniform_values_spread_evenly(draw):
 def test_log_uniform_values_are_even_in_their_logarithm(draw):
     values = np.array(draw(tune.loguniform(1e-4, 1e-0), 2000))
     assert values.min() >= 1e-4 and values.max() <= 1
+    assert np.sum(values == 1) + np.sum(values == 1e-4) <= 1  # none piled up at a bound
     assert abs((values < 1e-2).mean() - 0.5) < 0.04  # half below the geometric middle
     assert abs((values < 1e-3).mean() - 0.25) < 0.03
 

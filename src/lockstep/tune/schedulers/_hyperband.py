@@ -34,12 +34,13 @@ class _Bracket:
     def reached(self, trial: Any) -> bool:
         return trial.trial_id in self.latest and self.latest[trial.trial_id][0] >= self.milestone
 
-    def halve(self, max_t: float) -> tuple[list[Any], list[Any]]:
+    def halve(self) -> tuple[list[Any], list[Any]]:
         """Keep the top ``keep / eta`` of the live trials and end the rest; the next
-        milestone is ``eta`` times further (at most ``max_t``)."""
+        milestone is ``eta`` times further (never past ``max_t``: the first milestone is
+        ``int(max_t / eta**halvings)``)."""
         self.halvings -= 1
         self.keep = math.ceil(self.keep / self.eta)
-        self.milestone = int(min(self.milestone * self.eta, max_t))
+        self.milestone = int(self.milestone * self.eta)
         live = sorted(self.live(), key=lambda t: self.latest[t.trial_id][1], reverse=True)
         kept, dropped = live[: self.keep], live[self.keep :]
         self.ended.update(t.trial_id for t in dropped)
@@ -158,7 +159,7 @@ class HyperBandScheduler(FIFOScheduler):
         at the last milestone, the trials that reached it end too (``stop_last_trials``)."""
         dropped: list[Any] = []
         while True:
-            kept, out = bracket.halve(self.max_t)
+            kept, out = bracket.halve()
             dropped += out
             if bracket.halvings == 0 and self._stop_last:
                 done = [t for t in kept if bracket.reached(t)]

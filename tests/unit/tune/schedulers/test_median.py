@@ -88,6 +88,15 @@ def test_the_median_not_the_mean_of_the_others_decides():
     assert runner.report(t3, **result(2, 260)) == "STOP"  # median of 100 and 450: 275
 
 
+def test_the_median_of_three_others_is_their_middle_mean():
+    runner = FakeRunner(rule())
+    for name, reward in [("low", 0), ("mid", 10), ("high", 300)]:
+        runner.report(runner.add(name), **result(1, reward))
+    # the median is 10 (the mean would be 103)
+    assert runner.report(runner.add("new"), **result(1, 50)) == "CONTINUE"
+    assert runner.report(runner.add("worse"), **result(1, 5)) == "STOP"
+
+
 def test_without_hard_stop_the_trial_pauses_then_runs_to_its_end_once_resumed():
     scheduler = rule(hard_stop=False)
     runner, t1, t2 = two_trials(scheduler)
