@@ -141,7 +141,8 @@ class Integer(Domain):
     def from_random(self, value: Any) -> int:
         """The value for ``value`` drawn from :meth:`random_distribution`: ``step`` times
         its (floored) index."""
-        return min(self.last, max(self.first, math.floor(value))) * self.step
+        index: int = min(self.last, max(self.first, math.floor(value)))
+        return index * self.step
 
     def to_optuna(self) -> Any:
         import optuna

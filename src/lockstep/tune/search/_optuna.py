@@ -173,7 +173,7 @@ class OptunaSearch(Searcher):
         self._objects.pop(trial_id, None)
         if trial is None:
             return
-        reported = result is not None and result.get(self._metric) is not None
+        reported = result is not None and self._metric is not None and self._metric in result
         value = _score(result, self._metric)
         try:
             if value is not None:
