@@ -99,6 +99,23 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
     assert [r.metrics["training_iteration"] for r in results] == [3, 3, 1]
 
 
+def test_a_trial_the_median_rule_pauses_ends_once_nothing_else_is_left(tmp_path):
+    rule = MedianStoppingRule(
+        time_attr="training_iteration", grace_period=1, min_samples_required=2, hard_stop=False
+    )
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([0.9, 0.8, 0.1])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=rule,
+    )
+    assert [r.metrics["training_iteration"] for r in results] == [4, 4, 1]
+    assert results.num_terminated == 3
+
+
 def pbt_trainable(config):
     add_lr_to_a_score(config, tune.get_checkpoint, tune.report, steps=6)
 

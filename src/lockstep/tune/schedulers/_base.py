@@ -95,9 +95,8 @@ class TrialScheduler:
 class FIFOScheduler(TrialScheduler):
     """Runs every trial to its end, in the order they were created (the default).
 
-    A trial that a subclass paused runs again, from its latest checkpoint, once every
-    trial of the search has been created and none is pending, as in Ray Tune (where all
-    trials are created at the start).
+    A trial that a subclass paused is not run again: it ends once nothing else is left
+    (Ray Tune resumes it then).
 
     Example:
         >>> FIFOScheduler().on_trial_result(None, None, {"loss": 1.0})
@@ -106,9 +105,3 @@ class FIFOScheduler(TrialScheduler):
 
     def __init__(self) -> None:
         pass
-
-    def choose_trial_to_run(self, tune_controller: Any, trials: Sequence[Any]) -> Any:
-        pending = super().choose_trial_to_run(tune_controller, trials)
-        if pending is not None or not getattr(tune_controller, "search_finished", True):
-            return pending
-        return next((t for t in trials if t.status == "PAUSED"), None)

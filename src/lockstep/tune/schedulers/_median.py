@@ -23,8 +23,8 @@ class MedianStoppingRule(FIFOScheduler):
         min_samples_required: Other trials needed before comparing.
         min_time_slice: Unused here: a trial never yields its resources to a waiting one
             while there are too few others to compare with.
-        hard_stop: Stop the trial (True) or pause it (False); a paused trial runs on to
-            its end once every trial of the search has been created and none is pending.
+        hard_stop: Stop the trial (True) or pause it (False): a paused trial ends once
+            nothing else is left to run (Ray Tune resumes it then, to run to its end).
 
     Example:
         >>> rule = MedianStoppingRule(time_attr="training_iteration", metric="acc",

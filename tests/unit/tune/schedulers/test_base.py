@@ -38,15 +38,11 @@ def test_fifo_runs_pending_trials_first_in_creation_order():
     assert FIFOScheduler().choose_trial_to_run(runner, trials) is trials[1]
 
 
-def test_fifo_resumes_a_paused_trial_only_once_the_search_has_created_every_trial():
+def test_fifo_does_not_run_a_paused_trial_again():
     trials = waiting("PAUSED", "TERMINATED", "PAUSED")
     fifo = FIFOScheduler()
-    searching = FakeRunner(fifo, search_finished=False)
-    assert fifo.choose_trial_to_run(searching, trials) is None  # a new trial comes first
-    searching.search_finished = True
-    assert fifo.choose_trial_to_run(searching, trials) is trials[0]
-    # a runner that does not say (a scheduler used on its own) counts as finished
-    assert fifo.choose_trial_to_run(None, trials) is trials[0]
+    assert fifo.choose_trial_to_run(FakeRunner(fifo, search_finished=True), trials) is None
+    assert fifo.choose_trial_to_run(None, trials) is None
 
 
 def test_fifo_chooses_nothing_when_nothing_waits():

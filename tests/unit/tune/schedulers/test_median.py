@@ -97,7 +97,7 @@ def test_the_median_of_three_others_is_their_middle_mean():
     assert runner.report(runner.add("worse"), **result(1, 5)) == "STOP"
 
 
-def test_without_hard_stop_the_trial_pauses_then_runs_to_its_end_once_resumed():
+def test_without_hard_stop_the_trial_pauses_and_is_not_judged_again():
     scheduler = rule(hard_stop=False)
     runner, t1, t2 = two_trials(scheduler)
     complete(runner, t1, result(10, 1000))
@@ -106,11 +106,10 @@ def test_without_hard_stop_the_trial_pauses_then_runs_to_its_end_once_resumed():
     runner.report(t3, **result(1, 260))
     assert runner.report(t3, **result(2, 260)) == "PAUSE"
     assert t3.status == "PAUSED"
-    assert runner.next_to_run() is None  # other trials of the search come first
     runner.search_finished = True
-    assert runner.next_to_run() is t3
-    runner.resume(t3)
-    assert runner.report(t3, **result(3, -1e9)) == "CONTINUE"  # it is not judged again
+    assert runner.next_to_run() is None  # the Tuner ends it once nothing else is left
+    runner.resume(t3)  # resumed all the same (a restored experiment, say): as Ray, on to its end
+    assert runner.report(t3, **result(3, -1e9)) == "CONTINUE"
 
 
 def test_mode_min_and_another_time_attribute():
