@@ -185,3 +185,39 @@ def test_numpy_draws_what_optuna_has_no_distribution_for():
     values = np.array([c["n"] for c in configs])
     assert np.allclose(values / 0.5, np.round(values / 0.5))
     assert 9.5 < values.mean() < 10.5 and 1.5 < values.std() < 2.5
+
+
+def test_restoring_the_trials_asked_after_a_save_repeats_them_and_goes_on(tmp_path):
+    space = {"g": tune.grid_search([1, 2]), "u": tune.uniform(0, 1)}
+    original = generator(space, num_samples=3, random_state=0)
+    saved = through_experiment_state(tmp_path, searcher=original)["searcher"]
+    lost = drain_some(original, 2)  # asked after the save: the journal knows them
+    for i, config in enumerate(lost):
+        saved.restore_trial(f"t{i}", config)
+    assert drain(saved) == drain(original)
+
+
+def test_the_count_of_configs_follows_ray_tunes_for_points_grids_and_samples():
+    space = {"a": tune.grid_search([1, 2, 3]), "b": tune.grid_search([4, 5])}
+    cases = [
+        ([], 2, 12),
+        ([{"a": 1}], 2, 2 + 6),
+        ([{"a": 1, "b": 4}, {"b": 5}], 2, 1 + 3),
+        ([{"a": 1}, {"a": 2}, {"a": 3}], 1, 6),
+    ]
+    for points, num_samples, total in cases:
+        gen = generator(space, num_samples=num_samples, points_to_evaluate=points)
+        assert gen.total_trials == total
+        assert len(drain(gen)) == total
+
+
+def test_a_finished_generator_says_so_before_minding_its_limit():
+    gen = generator({"x": tune.grid_search([1])}, max_concurrent=1)
+    assert gen.suggest("a") == {"x": 1}
+    assert gen.suggest("b") == "FINISHED"
+
+
+def test_the_metric_and_mode_of_the_tuner_are_kept():
+    gen = BasicVariantGenerator()
+    gen.set_search_properties("loss", "min", {})
+    assert (gen.metric, gen.mode) == ("loss", "min")

@@ -213,3 +213,89 @@ def test_finished_trials_are_saved_to_sqlite_for_optunas_own_reader(tmp_path):
     assert loaded.direction == optuna.study.StudyDirection.MINIMIZE
     assert loaded.best_trial.params == searcher.study.best_trial.params
     optuna.storages.RDBStorage(storage).engine.dispose()
+
+
+def test_the_tuners_metric_and_mode_are_taken_by_a_search_built_without_them():
+    searcher = OptunaSearch(seed=0)
+    searcher.set_search_properties("acc", "max", {"x": tune.uniform(0, 1)})
+    searcher.set_search_properties("loss", "min", {"y": tune.uniform(0, 1)})  # the first stays
+    assert (searcher.metric, searcher.mode) == ("acc", "max")
+    assert searcher.study.direction == optuna.study.StudyDirection.MAXIMIZE
+    searcher.suggest("t0")
+    searcher.on_trial_complete("t0", {"acc": 0.75, "loss": 9.0})
+    assert searcher.study.trials[0].value == 0.75
+
+
+def test_a_domain_optuna_cannot_take_is_refused_with_the_space():
+    with pytest.raises(ValueError, match=r"has no Optuna equivalent. HINT"):
+        OptunaSearch(space={"noise": tune.randn(0, 1)})
+    searcher = OptunaSearch(metric="loss", mode="min")
+    with pytest.raises(ValueError, match=r"has no Optuna equivalent"):
+        searcher.set_search_properties(None, None, {"f": tune.sample_from(lambda: 1)})
+
+
+def test_results_of_trials_it_never_gave_are_ignored():
+    searcher = search(seed=0)
+    searcher.on_trial_result("stranger", {"training_iteration": 1, "loss": 1.0})
+    searcher.on_trial_complete("stranger", {"loss": 1.0})
+    assert searcher.study.trials == []
+
+
+def test_restoring_a_trial_asks_again_for_the_searched_values_only(tmp_path):
+    searcher = search(seed=0)
+    config = {"lr": 0.02, "layers": 3, "act": "relu", "nested": {"dropout": 0.2}, "batch": 64}
+    searcher.restore_trial("t0", config)
+    (trial,) = searcher.study.trials
+    assert trial.params == {"lr": 0.02, "layers": 3, "act": "relu", "nested/dropout": 0.2}
+    searcher.on_trial_result("t0", {"training_iteration": 1, "loss": 0.5})
+    searcher.on_trial_complete("t0", {"loss": 0.25})
+    assert searcher.study.trials[0].intermediate_values == {1: 0.5}
+    assert searcher.study.trials[0].value == 0.25
+
+
+def test_an_empty_study_is_saved_as_a_study_without_trials(tmp_path):
+    searcher = search(seed=0)
+    path = str(tmp_path / "optuna.db")
+    searcher.save_to_sqlite(path)
+    storage = f"sqlite:///{path}"
+    assert optuna.load_study(study_name="lockstep", storage=storage).trials == []
+    optuna.storages.RDBStorage(storage).engine.dispose()
+    assert OptunaSearch().save_to_sqlite(str(tmp_path / "none.db")) is None
+    assert not (tmp_path / "none.db").exists()  # no study yet: nothing to save
+
+
+def test_the_saved_study_keeps_every_state_distribution_and_intermediate_value(tmp_path):
+    searcher = search(seed=0)
+    for trial_id in "abc":
+        searcher.suggest(trial_id)
+        searcher.on_trial_result(trial_id, {"training_iteration": 1, "loss": 0.5})
+    searcher.on_trial_complete("a", {"loss": 0.1})
+    searcher.on_trial_complete("b", {"training_iteration": 1})
+    searcher.on_trial_complete("c", None, error=True)
+    path = str(tmp_path / "optuna.db")
+    searcher.save_to_sqlite(path)
+    storage = f"sqlite:///{path}"
+    loaded = optuna.load_study(study_name="lockstep", storage=storage).trials
+    assert [t.state.name for t in loaded] == ["COMPLETE", "PRUNED", "FAIL"]
+    assert [t.distributions for t in loaded] == [t.distributions for t in searcher.study.trials]
+    assert loaded[0].distributions["act"] == optuna.distributions.CategoricalDistribution(
+        ["relu", "tanh"]
+    )
+    assert [t.number for t in loaded] == [0, 1, 2]
+    optuna.storages.RDBStorage(storage).engine.dispose()
+
+
+def test_wrapped_searches_save_their_studies_too(tmp_path):
+    from lockstep.tune.search import ConcurrencyLimiter, Repeater
+
+    inner = search(seed=0)
+    wrapped = ConcurrencyLimiter(Repeater(inner, repeat=2), max_concurrent=2)
+    wrapped.suggest("a"), wrapped.suggest("b")
+    wrapped.on_trial_complete("a", {"loss": 1.0})
+    wrapped.on_trial_complete("b", {"loss": 2.0})
+    path = str(tmp_path / "optuna.db")
+    inner.save_to_sqlite(path)
+    storage = f"sqlite:///{path}"
+    (trial,) = optuna.load_study(study_name="lockstep", storage=storage).trials
+    assert trial.value == 1.5
+    optuna.storages.RDBStorage(storage).engine.dispose()

@@ -207,3 +207,31 @@ def test_wrappers_survive_the_experiment_state(tmp_path):
     told = restored.searcher.searcher.completed
     assert told == [("a", {"loss": 2.0}, False)]  # c's group waits for its second repeat
     assert restored.suggest("d") == {"i": 1, "__trial_index__": 1}
+
+
+def test_the_limiter_tells_its_searcher_of_trials_it_did_not_count():
+    inner = Counting()
+    limited = ConcurrencyLimiter(inner, max_concurrent=1, batch=True)
+    limited.on_trial_complete("from before", {"loss": 1.0})
+    assert inner.completed == [("from before", {"loss": 1.0}, False)]
+    assert limited.suggest("a") == {"i": 0}
+
+
+def test_repeater_scores_with_the_metric_the_tuner_gives():
+    inner = Counting(metric=None, mode=None)
+    repeated = Repeater(inner, repeat=2)
+    repeated.set_search_properties("acc", "max", {})
+    assert (repeated.metric, inner.metric) == ("acc", "acc")
+    repeated.suggest("a"), repeated.suggest("b")
+    repeated.on_trial_complete("a", {"acc": 0.5, "loss": 9})
+    repeated.on_trial_complete("b", {"acc": 0.7, "loss": 9})
+    assert inner.completed == [("a", {"acc": pytest.approx(0.6)}, False)]
+
+
+def test_a_restored_repeater_goes_on_with_the_group_it_was_in(tmp_path):
+    repeated = Repeater(Counting(), repeat=3)
+    repeated.suggest("a")
+    saved = through_experiment_state(tmp_path, searcher=repeated)["searcher"]
+    saved.restore_trial("b", {"i": 0, "__trial_index__": 1})  # asked after the save
+    assert saved.suggest("c") == {"i": 0, "__trial_index__": 2}
+    assert saved.suggest("d") == {"i": 1, "__trial_index__": 0}
