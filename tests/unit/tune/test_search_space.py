@@ -244,3 +244,7 @@ def test_ray_tunes_spellings_make_the_same_domains():
     assert grid_search([1, 2]) == {"grid_search": [1, 2]} and is_grid(grid_search([]))
     assert not is_grid({"grid_search": [1], "other": 2})
     assert repr(tune.qrandint(0, 10, 5)) == "Integer(0, 10, log=False, q=5)"
+
+
+def test_a_callable_without_a_signature_is_given_the_config():
+    assert tune.sample_from(dict).sample(None, {"a": 1}) == {"a": 1}

@@ -72,3 +72,12 @@ def test_tags_name_the_searched_values_only():
     config = {"z": 2, "opt": {"lr": 0.123456, "name": "sgd", "m": 0.9}, "a": "x"}
     assert tag(config, SPACE) == "z=2,opt/lr=0.1235,opt/m=0.9,a=x"
     assert tag({"obj": object()}, {"obj": tune.choice([object()])}) == "obj=object"
+
+
+def test_a_constant_that_cannot_be_copied_is_shared():
+    def numbers():
+        yield 1
+
+    generator = numbers()
+    config = resolve({"items": [generator]}, {}, np.random.default_rng(0))
+    assert config["items"][0] is generator

@@ -236,3 +236,36 @@ def test_a_result_without_metric_or_mode_set_is_an_error():
     runner = FakeRunner(HyperBandScheduler())
     with pytest.raises(ValueError, match=r"HyperBandScheduler needs a metric and a mode"):
         runner.report(runner.add("t0"), **result(1, 1))
+
+
+def test_a_kept_trial_that_ends_before_it_resumes_is_not_offered_to_run():
+    scheduler = hyperband(max_t=9)
+    runner = FakeRunner(scheduler)
+    members = runner.add_all(3 + 5)[3:]
+    for i, trial in enumerate(members):
+        runner.report(trial, **result(3, i))
+    kept = runner.next_to_run()
+    assert kept is members[3]
+    runner.fail(kept)
+    assert runner.next_to_run() is None
+
+
+def test_a_trial_ending_in_a_bracket_past_its_last_halving_changes_nothing():
+    scheduler = hyperband(max_t=9)
+    runner = FakeRunner(scheduler)
+    first, second, _ = runner.add_all(3)  # the bracket that runs to 9
+    runner.report(first, **result(5, 1))
+    runner.complete(second)
+    assert runner.stopped == [] and first.status == "RUNNING"
+    assert runner.report(first, **result(9, 1)) == "STOP"
+
+
+def test_when_the_last_awaited_trial_ends_the_best_waiting_one_runs_first():
+    scheduler = hyperband(max_t=9)
+    runner = FakeRunner(scheduler)
+    members = runner.add_all(3 + 5)[3:]
+    for i, trial in enumerate(members[:-1]):
+        runner.report(trial, **result(3, -i))  # the first is the best
+    runner.fail(members[-1])
+    assert [runner.next_to_run()] == [members[0]]
+    assert sorted(runner.stopped) == sorted(t.trial_id for t in members[2:4])

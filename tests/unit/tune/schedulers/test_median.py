@@ -169,3 +169,12 @@ def test_a_result_without_metric_or_mode_set_is_an_error():
     runner = FakeRunner(MedianStoppingRule())
     with pytest.raises(ValueError, match=r"MedianStoppingRule needs a metric and a mode"):
         runner.report(runner.add("t0"), **result(1, 1))
+
+
+def test_a_last_result_without_the_metric_adds_nothing():
+    runner = FakeRunner(rule())
+    first = runner.add("first")
+    runner.report(first, **result(1, 100))
+    first.last_result = {"time_total_s": 2}
+    runner.complete(first)
+    assert runner.report(runner.add("second"), **result(2, -1)) == "CONTINUE"  # none at 2
