@@ -343,9 +343,7 @@ class TimeLedger:
         )
 
     @classmethod
-    def from_hot(
-        cls, values: Sequence[float], base: TimeLedger | None = None
-    ) -> TimeLedger:
+    def from_hot(cls, values: Sequence[float], base: TimeLedger | None = None) -> TimeLedger:
         """The figures of ``time.bin`` (its doubles), with what only ``time.json`` holds
         (the data sources, the assumption) from ``base``."""
         base = base or cls()

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from lockstep.data._batching import rebatch
-from lockstep.data._stats import collecting_stages
 from lockstep.data._columns import put_column, require_columns
 from lockstep.data._convert import (
     column_from_values,
@@ -26,6 +25,7 @@ from lockstep.data._convert import (
     to_format,
     to_rows,
 )
+from lockstep.data._stats import collecting_stages
 
 
 class Udf:

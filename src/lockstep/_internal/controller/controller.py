@@ -34,10 +34,16 @@ from lockstep._core.errors import (
     awaiting_root_cause,
     root_cause,
 )
-from lockstep._core.result import Result, user_metrics
+from lockstep._core.result import Result
 from lockstep._internal.controller import data_positions, interrupts
 from lockstep._internal.controller.display import ProgressListener
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
+from lockstep._internal.controller.failures import (
+    start_failure,
+    storage_failure,
+    usage_failure,
+    with_waiting,
+)
 from lockstep._internal.controller.hang import Hang, HangPolicy, describe_hang
 from lockstep._internal.controller.ledger import (
     DRAINING,
@@ -49,16 +55,9 @@ from lockstep._internal.controller.ledger import (
 )
 from lockstep._internal.controller.preemption import Drain, PreemptionPolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.reports import ReportHandler, storage_failure
+from lockstep._internal.controller.reports import ReportHandler
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun
-from lockstep._internal.controller.status import (
-    RankRow,
-    StatusServer,
-    attempt_rows,
-    driver_note,
-    summary,
-)
 from lockstep._internal.controller.states import (
     Attempt,
     Draining,
@@ -73,6 +72,13 @@ from lockstep._internal.controller.states import (
     State,
     Stopped,
     WithWorkers,
+)
+from lockstep._internal.controller.status import (
+    RankRow,
+    StatusServer,
+    attempt_rows,
+    driver_note,
+    summary,
 )
 from lockstep._internal.controller.steps import ReportCountMismatch
 from lockstep._internal.execution.capacity import CapacityChanged
@@ -234,9 +240,11 @@ class TrainController:
         name = _status_state(state)
         note = driver_note(os.getpid(), now - self._last_step_at, self._main_thread)
         if note is None and isinstance(state, Restarting | Resizing):
-            note = f"restarting after: {root_cause(state.failures).summary}" if isinstance(
-                state, Restarting
-            ) else f"resizing to {state.num_workers} workers"
+            note = (
+                f"restarting after: {root_cause(state.failures).summary}"
+                if isinstance(state, Restarting)
+                else f"resizing to {state.num_workers} workers"
+            )
         return {
             "run": self._spec.experiment_name,
             "path": self._spec.run_dir.uri,
@@ -331,7 +339,7 @@ class TrainController:
             return Starting(attempt)
         except Exception as exc:
             self._stop_workers(run)
-            return self._on_failures(run, {0: _start_failure(exc)})
+            return self._on_failures(run, {0: start_failure(exc)})
         run.started_at = time.monotonic()
         self._reports.start_attempt(self._context(attempt), run.group, run.num_workers, staging_dir)
         self._hang.reset(run.num_workers)
@@ -376,7 +384,7 @@ class TrainController:
         directive = self._take(run, events, failures)
         if failures:
             self._await_root_cause(run, failures)
-            return self._on_failures(run, self._with_waiting(failures), drain=drain)
+            return self._on_failures(run, with_waiting(failures, self._reports.steps), drain=drain)
         if directive is ev.Directive.STOP:
             return Finished(dict(run.return_values), stopped_early=True)
         if directive is ev.Directive.PAUSE:
@@ -401,7 +409,7 @@ class TrainController:
             try:
                 answer = self._handle(run, event, failures)
             except ReportCountMismatch as exc:
-                failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+                failures.setdefault(exc.rank, usage_failure(exc.rank, str(exc)))
             except storage.CheckpointWriteError as exc:
                 failures.setdefault(0, storage_failure(exc))
             else:
@@ -462,22 +470,6 @@ class TrainController:
             if left <= 0:
                 return
             self._take(run, run.group.poll(min(left, POLL_TIMEOUT_S)), failures)
-
-    def _with_waiting(self, failures: dict[int, WorkerFailure]) -> dict[int, WorkerFailure]:
-        """A failure on a run of several workers names every rank's report count, and the
-        ranks it left waiting in report(): why those ranks stopped is then plain to see."""
-        steps = self._reports.steps
-        if self._spec.num_workers < 2:
-            return failures
-        waiting = [r for r in steps.waiting() if r not in failures]
-        note = f" ({steps.describe_counts()})"
-        if waiting:
-            ranks = ", ".join(map(str, waiting))
-            note = f"; rank{'s' if len(waiting) > 1 else ''} {ranks} waited in report(){note}"
-        return {
-            rank: f if f.kind == "usage" else dataclasses.replace(f, summary=f.summary + note)
-            for rank, f in failures.items()
-        }
 
     def _on_failures(
         self, run: Attempt, failures: dict[int, WorkerFailure], *, drain: Drain | None = None
@@ -552,25 +544,13 @@ class TrainController:
         return result
 
     def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
-        state = self._run_record.state
-        return TrainingInterrupted(
-            reason=stopped.reason,
-            path=self._spec.run_dir.uri,
-            training_iteration=state.training_iteration,
-            latest_checkpoint=state.latest,
-        )
+        return self._run_record.interruption(stopped.reason)
 
     def _result(self) -> Result:
-        metrics = self._reports.last_metrics
-        if metrics is None and self._run_record.last_row is not None:
-            metrics = user_metrics(self._run_record.last_row)
         values = self.return_values()
-        return Result.from_state(
-            self._spec.run_dir,
-            self._run_record.state,
-            last_metrics=metrics,
+        return self._run_record.result(
+            self._reports.last_metrics,
             return_value=values[0] if values else None,
-            num_to_keep=self._run_record.num_to_keep,
             time=self._ledger.snapshot(),
         )
 
@@ -620,6 +600,8 @@ def _status_state(state: State) -> str:
     if isinstance(state, Restarting | Resizing) or getattr(state, "attempt", 0) > 0:
         return "restarting" if not isinstance(state, WithWorkers) else "running"
     return "running"
+
+
 # The time ledger's phase each state puts the run in (Running: once every rank runs).
 _PHASES: dict[type, str] = {
     Restarting: RECOVERING,
@@ -629,16 +611,3 @@ _PHASES: dict[type, str] = {
     Stopped: SHUTDOWN,
     Errored: SHUTDOWN,
 }
-
-
-def _start_failure(exc: Exception) -> WorkerFailure:
-    return WorkerFailure(
-        rank=0,
-        pid=None,
-        kind="start",
-        summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
-    )
-
-
-def _usage_failure(rank: int, message: str) -> WorkerFailure:
-    return WorkerFailure(rank=rank, pid=None, kind="usage", summary=message, retryable=False)

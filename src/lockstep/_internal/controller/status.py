@@ -106,9 +106,7 @@ def rank_row(
     """One rank's row, from the driver's facts, its phase page (or None) and its main
     thread's frames (or None)."""
     since_report = None if facts.last_report is None else now - facts.last_report
-    row = RankRow(
-        facts.rank, facts.pid, facts.node, "training", None, facts.steps, since_report
-    )
+    row = RankRow(facts.rank, facts.pid, facts.node, "training", None, facts.steps, since_report)
     if facts.dead is not None:
         row.phase, row.detail = "dead", facts.dead
     elif not facts.started:
@@ -287,8 +285,10 @@ def summary(rows: Sequence[RankRow], *, state: str, note: str | None = None) -> 
         >>> rows = [RankRow(0, 7, "n1", "report", 41.0, 16, 41.0, facts={"step": 17}),
         ...         RankRow(1, 8, "n2", "collective", 41.0, 16, 41.0,
         ...                 facts={"collective": "all_reduce", "where": "step() at train.py:88"})]
-        >>> summary(rows, state="running")
-        'rank 1 (pid 8, node n2) has been in all_reduce for 41 s in step() at train.py:88; rank 0 waits in report() for step 17'
+        >>> for part in summary(rows, state="running").split("; "):
+        ...     print(part)
+        rank 1 (pid 8, node n2) has been in all_reduce for 41 s in step() at train.py:88
+        rank 0 waits in report() for step 17
     """
     if note is not None:
         return note
@@ -303,7 +303,9 @@ def summary(rows: Sequence[RankRow], *, state: str, note: str | None = None) -> 
     if len(others) == len(rows) > 1 and len(phases) == 1:
         text = _all_ranks(others)
     else:
-        culprit = min(others, key=lambda r: (_CULPRIT_ORDER.index(r.phase), -(r.seconds_in_phase or 0)))
+        culprit = min(
+            others, key=lambda r: (_CULPRIT_ORDER.index(r.phase), -(r.seconds_in_phase or 0))
+        )
         text = _one_rank(culprit)
     if waiting:
         steps = sorted({r.facts.get("step") for r in waiting}, key=str)
@@ -361,7 +363,7 @@ def _checkpoint(facts: Mapping[str, Any]) -> str:
 
 
 def driver_note(pid: int, idle_s: float, main_thread: int | None) -> str | None:
-    """"the driver (pid 99) has not updated the run for 40 s", when its loop is stuck,
+    """ "the driver (pid 99) has not updated the run for 40 s", when its loop is stuck,
     with where it is (its main thread's innermost frame of the user's)."""
     if idle_s < STALE_S:
         return None
@@ -370,7 +372,9 @@ def driver_note(pid: int, idle_s: float, main_thread: int | None) -> str | None:
     if frame is not None:
         frames = []
         while frame is not None:
-            frames.append(hang.Frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+            frames.append(
+                hang.Frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+            )
             frame = frame.f_back
         found = hang.innermost_user_frame(frames)
         where = f", in {found.describe()}" if found is not None else ""
@@ -425,9 +429,8 @@ class StatusServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return  # closed
-            with conn:
-                with contextlib.suppress(OSError, ValueError):
-                    self._reply(conn)
+            with conn, contextlib.suppress(OSError, ValueError):
+                self._reply(conn)
 
     def _reply(self, conn: socket.socket) -> None:
         conn.settimeout(5.0)
