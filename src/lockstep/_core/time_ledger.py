@@ -304,7 +304,7 @@ class TimeLedger:
 
         Example:
             >>> TimeLedger(wall=10.0, starting=1.0, shutdown=0.2).summary()
-            'goodput 88%: training 8.8s, starting 1.0s, shutdown 0.2s'
+            'goodput 88%: starting 1.0s, training 8.8s, shutdown 200ms'
         """
         values = self.as_dict()
         parts = [
@@ -421,7 +421,10 @@ def read_ledger(run_dir: StorageDir) -> tuple[TimeLedger, int] | None:
 
 
 def _duration(seconds: float) -> str:
-    """``12.3s`` under a minute, ``4m05s`` under an hour, ``2h03m`` beyond."""
+    """``42ms`` under a second, ``12.3s`` under a minute, ``4m05s`` under an hour,
+    ``2h03m`` beyond."""
+    if seconds < 0.995:
+        return f"{seconds * 1000:.0f}ms"
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(seconds), 60)

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
@@ -265,6 +266,7 @@ class DataParallelTrainer:
         Raises:
             TrainingFailedError: The workers failed more than ``max_failures`` times.
         """
+        started = time.monotonic()  # the run's time ledger counts from here
         if dataset is not None:
             self.datasets = dict(dataset) if isinstance(dataset, Mapping) else {"train": dataset}
             (self.dataset_config or DataConfig()).check_datasets(self.datasets)
@@ -272,13 +274,13 @@ class DataParallelTrainer:
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
             self._spec = replace(self._spec, preprocessor=preprocessor)
-        return self._controller().run()
+        return self._controller(started_at=started).run()
 
     def _run_trial(self, trial: TrialRun) -> TrialOutcome:
         """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
         link listens to the run; a scheduler's stop ends it finished, its pause ends it
         restorable (``"paused"``); a failure the run's FailureConfig did not absorb raises."""
-        controller = self._controller(trial)
+        controller = self._controller(trial, started_at=time.monotonic())
         try:
             result = controller.run()
         except TrainingInterrupted:
@@ -287,8 +289,11 @@ class DataParallelTrainer:
             raise
         return TrialOutcome("done", result)
 
-    def _controller(self, trial: TrialRun | None = None) -> TrainController:
-        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``)."""
+    def _controller(
+        self, trial: TrialRun | None = None, *, started_at: float | None = None
+    ) -> TrainController:
+        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``)
+        that began at ``started_at`` (``time.monotonic()``; now by default)."""
         setup = self._worker_setup()
         takes_config = _check_train_function(setup.train_loop, setup.config)
         train_fn: bytes | LocalFunction
@@ -337,6 +342,7 @@ class DataParallelTrainer:
             config=dict(self._spec.train_loop_config or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
             elastic=self._elastic_run(datasets),
+            started_at=started_at,
         )
 
     def _elastic_run(self, datasets: dict[str, Any]) -> ElasticRun | None:

@@ -214,8 +214,25 @@ class Ledger:
         values[_RUN["wall"]] += elapsed
         if self._phase != RUNNING:
             values[_RUN[self._phase]] += elapsed
+        return self._ledger_of(values)
+
+    def _ledger_of(self, values: list[float]) -> tl.TimeLedger:
+        """The ledger of ``values`` (see :meth:`_folded`)."""
         base = tl.TimeLedger(data_sources=dict(self.sources), assumed_mtbf_s=self.assumed_mtbf_s)
-        return tl.TimeLedger.from_hot(values, base)
+        return tl.TimeLedger.from_hot(self._folded(values), base)
+
+    def _folded(self, values: list[float]) -> list[float]:
+        """``values`` (a copy of the figures) with the waits of the last step that the
+        ranks have not folded in yet (they do at their next report)."""
+        index, completed, commit_s, counted = self._done
+        if counted:
+            for rank, reported in enumerate(self._reported):
+                arrival = self._arrival[rank]
+                if reported == index and arrival is not None:
+                    at = _RANK + rank * _WIDTH
+                    values[at + tl.RANK_AT["barrier_wait"]] += completed - arrival
+                    values[at + tl.RANK_AT["checkpoint_stall"]] += commit_s
+        return values
 
     def last_report(self, rank: int) -> float | None:
         """When rank ``rank`` of the attempt last reported (``clock()``), if it did."""
@@ -230,13 +247,15 @@ class Ledger:
 
     def snapshot(self) -> tl.TimeLedger:
         """The ledger up to now."""
-        values = self.current()
-        base = tl.TimeLedger(data_sources=dict(self.sources), assumed_mtbf_s=self.assumed_mtbf_s)
-        return tl.TimeLedger.from_hot(list(values), base)
+        return self._ledger_of(list(self.current()))
 
     def figures(self) -> dict[str, float]:
-        """The run's figures up to now, for Tune results and logger callbacks."""
-        return self.snapshot().as_dict()
+        """The run's figures up to now (not each rank's), for Tune results and logger
+        callbacks: after every step, so without a look at every rank."""
+        self._advance()
+        values = self.values
+        run = {name: values[_RUN[name]] for name in tl.HOT_RUN[:9]}
+        return tl.TimeLedger(**run).as_dict()
 
     def goodput(self) -> float | None:
         """The goodput up to now (for the progress line, a few times a second), or None
@@ -256,11 +275,12 @@ class Ledger:
 
     def to_json(self) -> dict[str, Any]:
         """Everything, for ``time.json``."""
-        values = self.current()
-        base = tl.TimeLedger(data_sources=dict(self.sources), assumed_mtbf_s=self.assumed_mtbf_s)
-        figures = list(values)
-        ledger = tl.TimeLedger.from_hot(figures, base)
-        return {**ledger.to_json(), "seq": int(values[1]), "figures": figures}
+        figures = self._folded(list(self.current()))
+        ledger = tl.TimeLedger.from_hot(
+            figures,
+            tl.TimeLedger(data_sources=dict(self.sources), assumed_mtbf_s=self.assumed_mtbf_s),
+        )
+        return {**ledger.to_json(), "seq": int(figures[1]), "figures": figures}
 
     def _grow(self, num_workers: int) -> None:
         have = int(self.values[2])
