@@ -35,6 +35,7 @@ STATE_FILE = "run_state.json"
 ERROR_FILE = "error.txt"
 ERRORS_DIR = "errors"  # errors/attempt_N.txt: every rank's stacks when attempt N hung
 MARKER_FILE = ".lockstep_run"
+DRIVER_FILE = ".driver.json"  # the process that drives (or last drove) the run
 STAGING_DIR = ".staging"
 CHECKPOINT_PREFIX = "checkpoint_"
 

@@ -139,11 +139,13 @@ def ended(path: str) -> dict[str, Any]:
     """The status of a run no driver answers for: its final state and time ledger."""
     run_dir = storage.StorageDir.from_uri(path)
     state = _read_json(os.path.join(path, storage.STATE_FILE))
-    driver = _read_json(os.path.join(path, live.DRIVER_FILE))
+    driver = _read_json(os.path.join(path, storage.DRIVER_FILE))
     ledger = read_ledger(run_dir)
     status = str(state.get("status", "running"))
     iteration = int(state.get("training_iteration", 0))
     name = _STATES.get(status, "stopped")
+    if status == "running" and _alive_here(driver):
+        name = "running"
     sentence = _ended_sentence(status, iteration, state, driver, ledger[0] if ledger else None)
     return {
         "run": os.path.basename(path.rstrip("/")),
@@ -177,10 +179,31 @@ def _ended_sentence(
     pid, host = driver.get("pid"), driver.get("host")
     if host and host != socket.gethostname():
         return f"the driver runs on {host} (pid {pid}): ask there; iteration {iteration} so far"
+    if isinstance(pid, int) and _alive(pid):
+        return (
+            f"the driver (pid {pid}) does not answer: it is preparing the run (its datasets, "
+            f"its workers) or stuck; iteration {iteration} so far"
+        )
     return (
         f"the driver (pid {pid}) is gone without ending the run (killed?) at iteration "
         f"{iteration}; it can be continued (restore)"
     )
+
+
+def _alive_here(driver: dict[str, Any]) -> bool:
+    pid = driver.get("pid")
+    here = driver.get("host") in (None, socket.gethostname())
+    return here and isinstance(pid, int) and _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: alive, and not ours to ask
+    return True
 
 
 def _since_update(path: str) -> float | None:

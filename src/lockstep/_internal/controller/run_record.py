@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import os
+import socket
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -33,6 +34,7 @@ from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, last_output_header
 from lockstep._core.result import Result, user_metrics
 from lockstep._core.run_state import RunState
+from lockstep._core.storage import DRIVER_FILE
 from lockstep._core.time_ledger import (
     TIME_FILE,
     TIME_HOT_FILE,
@@ -92,7 +94,17 @@ class RunRecord:
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
         record = cls(checkpoints, _reconciled(checkpoints))
         checkpoints.save()
+        record._write_driver()
         return record
+
+    def _write_driver(self) -> None:
+        """Say which process drives the run (``.driver.json``), for ``lockstep status``
+        while the driver prepares the run and after it is gone."""
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        try:
+            self.run_dir.write_atomic(DRIVER_FILE, json.dumps(info).encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write {DRIVER_FILE}: {exc}", stacklevel=3)
 
     @staticmethod
     def sweep(run_dir: storage.StorageDir) -> None:

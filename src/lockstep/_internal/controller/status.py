@@ -29,7 +29,6 @@ from lockstep._internal.controller.states import Attempt
 from lockstep._internal.controller.steps import StepAggregator
 
 SOCKET_FILE = ".driver.sock"
-DRIVER_FILE = ".driver.json"
 # A rank in its own code for longer than this is looked at in its stack (a collective?).
 LOOK_AFTER_S = 1.0
 # The driver's loop takes a step at least every poll (a quarter second): this much longer
@@ -417,8 +416,6 @@ class StatusServer:
             sock.close()
             raise
         self._sock = sock
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-        run_dir.write_atomic(DRIVER_FILE, json.dumps(info).encode())
         self._thread = threading.Thread(target=self._serve, name="lockstep-status", daemon=True)
         self._thread.start()
 
@@ -442,7 +439,7 @@ class StatusServer:
         conn.sendall(json.dumps(answer, default=str).encode() + b"\n")
 
     def close(self) -> None:
-        """Stop answering; the socket goes (``.driver.json`` stays: who ran it last)."""
+        """Stop answering; the socket goes."""
         sock, self._sock = self._sock, None
         if sock is not None:
             with contextlib.suppress(OSError):
