@@ -150,6 +150,11 @@ def test_status_names_the_rank_in_a_collective_the_data_wait_and_the_checkpoint(
     assert ended["state"] == "stopped"
     assert ended["ranks"] == []
     assert ended["time"]["preemption_drain"] > 0
+    # what the ranks were stuck in counts as such, though they never reported again
+    stuck = {r["rank"]: r for r in ended["time_per_rank"]}
+    assert stuck[0]["barrier_wait"] > seconds  # in report() all along
+    assert stuck[2]["data_wait"] > seconds
+    assert stuck[3]["checkpoint_stall"] > 0
     assert "stopped at iteration 1" in ended["summary"]
     assert not os.path.exists(tmp_path / "stuck" / ".driver.sock")
 

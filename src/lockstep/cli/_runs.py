@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lockstep._core import flags, storage
+from lockstep._core.time_ledger import CATEGORIES
+from lockstep.cli import _time
 
 # Keys every result carries besides the user's metrics.
 _AUTO_KEYS = {
@@ -40,6 +42,9 @@ _AUTO_KEYS = {
     "timesteps_total",
     "episodes_total",
     "timesteps_since_restore",
+    # the time ledger's figures, which Tune results carry
+    "goodput",
+    *(f"time_{name}_s" for name in ("wall", *CATEGORIES)),
 }
 # Image viewers that draw a PNG in the terminal, tried in this order.
 _VIEWERS: tuple[tuple[str, list[str]], ...] = (
@@ -170,6 +175,7 @@ def add_parser(commands: Any) -> None:
     sub.add_parser("list", parents=[common], help="one line per run")
     show = sub.add_parser("show", parents=[common], help="configs, metrics, checkpoints, error")
     show.add_argument("run")
+    show.add_argument("--json", action="store_true", help="print JSON: the run and its time")
     plot = sub.add_parser("plot", parents=[common], help="a PNG of metrics per iteration")
     plot.add_argument("run")
     plot.add_argument("metrics", nargs="*")
@@ -221,6 +227,9 @@ def _show(run: Run, args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    if getattr(args, "json", False):
+        print(_time.show_json(_summary(run), run.path))
+        return 0
     console = Console(width=200)
     console.print(f"[bold]{run.name}[/bold]  {run.path}")
     console.print(
@@ -242,10 +251,28 @@ def _show(run: Run, args: argparse.Namespace) -> int:
             metrics = ", ".join(f"{k}={_fmt(v)}" for k, v in _flatten(record["metrics"]).items())
             table.add_row(record["dir_name"], str(record["training_iteration"]), metrics)
         console.print(table)
+    _time.print_time(console, run.path)
     if run.error:
         console.print("[red]error:[/red]")
         console.print(run.error, markup=False, highlight=False)
     return 0
+
+
+def _summary(run: Run) -> dict[str, Any]:
+    """``runs show --json``'s part besides the time: the run, its configs, last metrics,
+    checkpoints and error."""
+    last = run.rows[-1] if run.rows else {}
+    return {
+        "name": run.name,
+        "path": run.path,
+        "status": run.status,
+        "iterations": run.iterations,
+        "duration_s": run.duration_s,
+        "config": run.params or last.get("config") or {},
+        "metrics": {k: v for k, v in last.items() if k not in _AUTO_KEYS},
+        "checkpoints": run.state.get("checkpoints") or [],
+        "error": run.error,
+    }
 
 
 def _plot(run: Run, args: argparse.Namespace) -> int:
@@ -265,6 +292,9 @@ def _plot(run: Run, args: argparse.Namespace) -> int:
         ax.set_xlabel("training_iteration")
     figure.suptitle(run.name)
     _save(figure, output)
+    ledger = _time.ledger_of(run.path)
+    if ledger is not None and ledger.wall > 0:
+        _save(_time.time_figure(ledger, run.name), _time.time_output(output))
     return 0
 
 

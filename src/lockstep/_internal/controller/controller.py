@@ -304,10 +304,12 @@ class TrainController:
         else:
             return
         if isinstance(state, WithWorkers) and not isinstance(next_state, WithWorkers):
+            self._ranks_at_end(state.run)
             self._stop_workers(state.run)
         phase = _PHASES.get(type(next_state))
         if phase is not None and phase != self._ledger.phase:
             self._ledger.enter(phase)
+            self._run_record.write_ledger(self._ledger.to_json())
         self.state = next_state
         self._emit(ev.StepEnd(self._context()))
 
@@ -370,6 +372,7 @@ class TrainController:
         return Draining(run, drain) if isinstance(next_state, Running) else next_state
 
     def _tell_workers(self, run: Attempt, drain: Drain) -> None:
+        self._ranks_at_end(run)  # what they wait for from now on is the drain's
         self._ledger.enter(DRAINING)
         run.group.notify(Preempted(drain.info))
         then = "stopping" if drain.stops_run else "restarting without it"
@@ -444,6 +447,13 @@ class TrainController:
             failures[event.failure.rank] = event.failure
         return ev.Directive.CONTINUE
 
+    def _ranks_at_end(self, run: Attempt) -> None:
+        """The attempt ends: what its ranks were waiting for since their last report counts
+        in the time ledger (read from their phase pages before they are stopped)."""
+        if self._ledger.phase == RUNNING:
+            places = run.group.worker_places()
+            self._ledger.ranks_at_end({rank: place.phase for rank, place in places.items()})
+
     def _rank_running(self, run: Attempt, rank: int) -> None:
         """Rank ``rank`` runs its function; once every rank does, the run is running (its
         starting, or its recovering from a failure, is over)."""
@@ -488,8 +498,6 @@ class TrainController:
         restarting = decision is FailureDecision.RESTART
         summary = root_cause(run.failures).summary
         self._emit(ev.AttemptFailed(self._context(), dict(run.failures), restarting, summary))
-        self._ledger.enter(RECOVERING if restarting else SHUTDOWN)
-        self._run_record.write_ledger(self._ledger.to_json())
         if restarting:
             return Restarting(attempt=run.number, failures=dict(run.failures))
         return Errored(

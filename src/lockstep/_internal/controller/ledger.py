@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import array
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lockstep._core import time_ledger as tl
 from lockstep._internal.execution.messages import Report
+from lockstep._internal.execution.worker.phases import Phase
 
 RUNNING = "running"
 STARTING = "starting"
@@ -165,6 +166,32 @@ class Ledger:
         """Rank ``rank``'s function returned: its last step's wait is complete."""
         if rank < len(self._reported):
             self._fold(rank)
+
+    def ranks_at_end(self, pages: Mapping[int, Phase | None], now: float | None = None) -> None:
+        """The attempt ends while its ranks are where their phase ``pages`` say (those
+        that can be read): what they were waiting for since their last report counts
+        (data, a checkpoint being persisted), and so does the wait of a rank in
+        ``report()`` for a step the others never reached."""
+        if self._phase != RUNNING:
+            return
+        now = self._advance(now)
+        share = 1.0 / max(1, self._num_workers)
+        for rank in range(self._num_workers):
+            self._fold(rank)
+            page = pages.get(rank)
+            arrival = self._arrival[rank]
+            waits = {
+                "data_wait": page.data_s if page is not None else 0.0,
+                "checkpoint_stall": 0.0,
+                "barrier_wait": now - arrival if self._reported[rank] >= 0 and arrival else 0.0,
+            }
+            if page is not None and page.phase in ("data_wait", "checkpoint"):
+                key = "data_wait" if page.phase == "data_wait" else "checkpoint_stall"
+                waits[key] += max(0.0, now - page.since)
+            self._reported[rank] = -1
+            for key, seconds in waits.items():
+                self.values[_RANK + rank * _WIDTH + tl.RANK_AT[key]] += seconds
+                self.values[_RUN[key]] += seconds * share
 
     def _fold(self, rank: int) -> None:
         """Add the barrier wait and commit of the rank's last complete step to its own."""

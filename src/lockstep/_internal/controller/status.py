@@ -17,7 +17,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any

@@ -13,6 +13,7 @@ from lockstep._internal.controller.ledger import (
     Ledger,
 )
 from lockstep._internal.execution.messages import Report
+from lockstep._internal.execution.worker.phases import Phase
 
 
 class Clock:
@@ -224,3 +225,19 @@ def test_the_live_goodput_waits_for_a_step() -> None:
     assert ledger.goodput() is None
     steps(ledger, clock, 2)
     assert ledger.goodput() == pytest.approx(2.0 / 4.0)
+
+
+def test_an_attempt_that_ends_stuck_counts_what_each_rank_waited_for() -> None:
+    clock = Clock()
+    ledger = started(clock)
+    steps(ledger, clock, 1)
+    clock.now += 1.0
+    ledger.on_report(report(0, 1, user=1.0), clock.now)  # then waits for rank 1
+    clock.now += 10.0
+    waiting = Phase("data_wait", -1, clock.now - 6.0, data_s=3.0)  # and 3 s before that
+    ledger.ranks_at_end({0: None, 1: waiting})
+    ledger.enter(SHUTDOWN)
+    time = ledger.snapshot()
+    assert time.per_rank[0].barrier_wait == pytest.approx(10.0)
+    assert time.per_rank[1].data_wait == pytest.approx(9.0)
+    assert time.barrier_wait == pytest.approx(5.0) and time.data_wait == pytest.approx(4.5)

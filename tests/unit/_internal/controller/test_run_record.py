@@ -96,6 +96,7 @@ def test_open_reconciles_what_a_killed_driver_left(tmp_path, caplog):
         "(.staging, checkpoint_000001, 1 result row(s))"
     ]
     assert sorted(again.run_dir.listdir()) == [
+        ".driver.json",
         "checkpoint_000000",
         "progress.csv",
         "result.json",

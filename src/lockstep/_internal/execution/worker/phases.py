@@ -25,8 +25,10 @@ NAMES = ("starting", "training", "data_wait", "report", "checkpoint")
 
 _HEAD = struct.Struct("<iid")  # phase, step, since (time.monotonic())
 _SIZE = struct.Struct("<d")  # the checkpoint's bytes, after the head
+_DATA = struct.Struct("<d")  # seconds waited for data since the last report, after that
+_DATA_AT = _HEAD.size + _SIZE.size
 _TEXT = 120  # bytes for each of the two texts
-_WHAT_AT = _HEAD.size + _SIZE.size
+_WHAT_AT = _DATA_AT + _DATA.size
 _DETAIL_AT = _WHAT_AT + _TEXT
 PAGE_SIZE = _DETAIL_AT + _TEXT
 
@@ -43,6 +45,8 @@ class Phase:
         what: The dataset it waits for, or where the checkpoint is written (relative to
             the run directory).
         detail: The dataset's slowest stage so far.
+        data_s: The seconds it waited for data since its last report (which the driver
+            counts when the attempt ends before the next).
     """
 
     phase: str
@@ -51,6 +55,7 @@ class Phase:
     size: float = 0.0
     what: str = ""
     detail: str = ""
+    data_s: float = 0.0
 
 
 class PhasePage:
@@ -91,6 +96,10 @@ class PhasePage:
         _SIZE.pack_into(self._page, _HEAD.size, size)
         self.set(phase, step)
 
+    def waited_for_data(self, seconds: float) -> None:
+        """Since the last report, the rank waited ``seconds`` for data (0 after one)."""
+        _DATA.pack_into(self._page, _DATA_AT, seconds)
+
     def close(self) -> None:
         """The worker is done (one in the driver's process closes its page)."""
         self._page.close()
@@ -105,10 +114,11 @@ def read(page: bytes | mmap.mmap) -> Phase:
     """What a page says."""
     phase, step, since = _HEAD.unpack_from(page, 0)
     (size,) = _SIZE.unpack_from(page, _HEAD.size)
+    (data_s,) = _DATA.unpack_from(page, _DATA_AT)
     what = bytes(page[_WHAT_AT : _WHAT_AT + _TEXT]).rstrip(b"\0").decode("utf-8", "replace")
     detail = bytes(page[_DETAIL_AT : _DETAIL_AT + _TEXT]).rstrip(b"\0")
     name = NAMES[phase] if 0 <= phase < len(NAMES) else "training"
-    return Phase(name, step, since, size, what, detail.decode("utf-8", "replace"))
+    return Phase(name, step, since, size, what, detail.decode("utf-8", "replace"), data_s)
 
 
 def open_page(pid: int, fd: int) -> mmap.mmap | None:

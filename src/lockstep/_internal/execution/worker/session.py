@@ -202,6 +202,8 @@ class WorkerSession:
         source = max(by.items(), key=lambda item: item[1])[0] if by else ""
         if by:
             self._data_s, self._data_by = 0.0, {}
+            if self._phases is not None:
+                self._phases.waited_for_data(0.0)
         return (entered - self._released_at, data_s, persist_s, source)
 
     def _show_persisting(
@@ -235,6 +237,7 @@ class WorkerSession:
         name = self._source_name(source)
         self._data_by[name] = self._data_by.get(name, 0.0) + seconds
         if self._phases is not None:
+            self._phases.waited_for_data(self._data_s)
             self._phases.set(phases.TRAINING)
 
     def _source_name(self, source: object) -> str:
