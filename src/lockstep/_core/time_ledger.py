@@ -207,7 +207,7 @@ class TimeLedger:
         return self.training / self.wall if self.wall > 0 else 0.0
 
     def _outside_training(self) -> float:
-        return sum(getattr(self, name) for name in CATEGORIES if name != "training")
+        return float(sum(getattr(self, name) for name in CATEGORIES if name != "training"))
 
     @property
     def in_steps(self) -> float:

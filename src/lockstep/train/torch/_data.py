@@ -173,7 +173,7 @@ class _DeviceLoader:
         self._non_blocking = non_blocking and device.type == "cuda"
 
     def __iter__(self) -> Iterator[Any]:
-        batches = iter(self._loader)
+        batches: Iterator[Any] = iter(self._loader)
         if not isinstance(self._loader, ResumableLoader):  # which times its own waits
             batches = timed_batches(batches, self._loader)
         for batch in batches:

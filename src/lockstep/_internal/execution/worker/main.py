@@ -34,10 +34,18 @@ class WorkerStopped(BaseException):
     """The driver asked this worker to stop (SIGTERM); raised in its main thread."""
 
 
-def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None = None) -> int:
+def run_worker(
+    conn: Connection,
+    *,
+    in_process: bool,
+    start: WorkerStart | None = None,
+    read_inline: bool = True,
+) -> int:
     """Run one worker to completion over ``conn``; return its exit code.
 
-    ``start`` arrives over ``conn`` unless it was handed over already (by Ray).
+    ``start`` arrives over ``conn`` unless it was handed over already (by Ray, whose
+    actors read the driver's messages with a thread of their own: ``read_inline``
+    False, see ``link.py``).
     """
     if start is None:
         start = conn.recv()
@@ -47,7 +55,9 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
     page = PhasePage.create()
-    session = session_module.WorkerSession(conn, start, on_driver_lost=on_lost, phases=page)
+    session = session_module.WorkerSession(
+        conn, start, on_driver_lost=on_lost, phases=page, read_inline=read_inline
+    )
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:

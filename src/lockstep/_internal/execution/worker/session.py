@@ -37,6 +37,7 @@ from lockstep._internal.execution.messages import (
     WorkerStart,
 )
 from lockstep._internal.execution.worker import phases
+from lockstep._internal.execution.worker.link import DriverLink, DriverLostError, Reply
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.positions import position_of, saved_positions
 from lockstep._internal.execution.worker.report_checks import (
@@ -46,29 +47,6 @@ from lockstep._internal.execution.worker.report_checks import (
 )
 
 HEARTBEAT_INTERVAL_S = 1.0  # the least time between two heartbeats a worker sends
-
-
-class DriverLostError(RuntimeError):
-    """The driver went away; the worker cannot go on."""
-
-
-class _Reply:
-    """One awaited answer from the driver."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._value: Any = None
-        self._error: BaseException | None = None
-
-    def set(self, value: Any = None, error: BaseException | None = None) -> None:
-        self._value, self._error = value, error
-        self._event.set()
-
-    def wait(self) -> Any:
-        self._event.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 class WorkerSession:
@@ -91,22 +69,17 @@ class WorkerSession:
         *,
         on_driver_lost: Callable[[], None] | None = None,
         phases: PhasePage | None = None,
+        read_inline: bool = True,
     ) -> None:
         self.context: TrainContext = dataclasses.replace(
             start.context, dataset_shards=self.get_dataset_shard
         )
-        self._conn = conn
         self._start = start
         self._latest = start.checkpoint
         self._reported = start.reported
-        self._pending_commits: list[_Reply] = []
+        self._pending_commits: list[Reply] = []
         self._num_reports = 0
         self._num_collectives = 0
-        self._send_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._replies: dict[tuple[str, int], _Reply] = {}
-        self._closing = False
-        self._lost = False
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
         self._preemption: PreemptionInfo | None = None
@@ -120,12 +93,13 @@ class WorkerSession:
         self._data_by: dict[str, float] = {}
         self._source_names: dict[int, str] = {}
         self._stages: dict[str, str] = {}  # each source's slowest stage, seen in a pass
-        self._reader = threading.Thread(
-            target=self._read_loop,
+        self._link = DriverLink(
+            conn,
+            self._dispatch,
+            on_lost=on_driver_lost,
+            threaded=not read_inline,
             name=f"lockstep-session-rank{start.context.world_rank}",
-            daemon=True,
         )
-        self._reader.start()
 
     @property
     def num_reports(self) -> int:
@@ -289,12 +263,12 @@ class WorkerSession:
 
     def _exchange(self, report: Report, *, commit: bool) -> None:
         """Send ``report`` and wait at the barrier: for the step, or for its commit."""
-        reply = self._expect("step", report.step)
+        reply = self._link.expect("step", report.step)
         if report.checkpointed and not commit:
-            self._pending_commits.append(self._expect("commit", report.step))
-        self._send(report)
+            self._pending_commits.append(self._link.expect("commit", report.step))
+        self._link.send(report)
         self._num_reports += 1
-        reply.wait()
+        self._link.wait(reply)
         self._released_at = time.monotonic()
         if self._phases is not None:
             self._phases.set(phases.TRAINING)
@@ -305,7 +279,7 @@ class WorkerSession:
         now = time.monotonic()
         if now - self._last_heartbeat >= HEARTBEAT_INTERVAL_S:
             self._last_heartbeat = now
-            self._send(Heartbeat(self.context.world_rank))
+            self._link.send(Heartbeat(self.context.world_rank))
 
     @contextlib.contextmanager
     def _beating(self) -> Iterator[None]:
@@ -315,7 +289,7 @@ class WorkerSession:
         def beat() -> None:
             while not done.wait(HEARTBEAT_INTERVAL_S):
                 try:
-                    self._send(Heartbeat(self.context.world_rank))
+                    self._link.send(Heartbeat(self.context.world_rank))
                 except DriverLostError:
                     return
 
@@ -330,7 +304,7 @@ class WorkerSession:
     def get_all_reported_checkpoints(self) -> list[ReportedCheckpoint]:
         """Every retained checkpoint, once this worker's ASYNC ones are committed."""
         while self._pending_commits:
-            self._pending_commits.pop(0).wait()
+            self._link.wait(self._pending_commits.pop(0))
         run_dir = self._start.run_dir
         return [
             ReportedCheckpoint(Checkpoint(run_dir.join(name), run_dir.fs), dict(metrics))
@@ -338,6 +312,7 @@ class WorkerSession:
         ]
 
     def get_checkpoint(self) -> Checkpoint | None:
+        self._link.take_arrived()  # an ASYNC checkpoint committed since
         return self._latest
 
     def get_preemption_info(self) -> PreemptionInfo | None:
@@ -398,11 +373,11 @@ class WorkerSession:
         return gathered
 
     def send(self, message: object) -> None:
-        self._send(message)
+        self._link.send(message)
 
     def close(self) -> None:
         """Stop expecting messages; the driver's end may now close without alarm."""
-        self._closing = True
+        self._link.closing = True
 
     def _stage(self, checkpoint: Checkpoint, step: int) -> str:
         """Upload the files into this rank's part of the step; return the step's directory."""
@@ -424,77 +399,38 @@ class WorkerSession:
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives
         self._num_collectives += 1
-        reply = self._expect("collective", seq)
-        self._send(CollectiveRequest(self.context.world_rank, seq, op, payload))
-        outcome: CollectiveReply = reply.wait()
+        reply = self._link.expect("collective", seq)
+        self._link.send(CollectiveRequest(self.context.world_rank, seq, op, payload))
+        outcome: CollectiveReply = self._link.wait(reply)
         if outcome.error is not None:
             raise UsageError(outcome.error)
         return outcome.value
-
-    def _expect(self, kind: str, key: int) -> _Reply:
-        reply = _Reply()
-        with self._lock:
-            if self._lost:
-                raise DriverLostError("the driver went away")
-            self._replies[(kind, key)] = reply
-        return reply
-
-    def _resolve(self, kind: str, key: int, value: Any) -> bool:
-        with self._lock:
-            reply = self._replies.pop((kind, key), None)
-        if reply is not None:
-            reply.set(value)
-        return reply is not None
 
     def _release(self, step: int) -> None:
         """End ``report()`` of ``step``. A preemption notice read before it shows from now
         on: set before the report returns, at the same step on every worker (an ASYNC
         checkpoint's later commit, which ends no report, does not count)."""
-        with self._lock:
-            releases = ("step", step) in self._replies
-        if releases and self._preemption_next is not None:
+        if self._preemption_next is not None and self._link.expecting("step", step):
             self._preemption = self._preemption_next
-        self._resolve("step", step, None)
+        self._link.resolve("step", step)
 
-    def _send(self, message: object) -> None:
-        with self._send_lock:
-            try:
-                self._conn.send(message)
-            except OSError as exc:
-                raise DriverLostError(f"the driver went away: {exc}") from exc
-
-    def _read_loop(self) -> None:
-        while True:
-            try:
-                message = self._conn.recv()
-            except (EOFError, OSError):
-                break
-            if isinstance(message, StepDone):
-                self._release(message.step)
-            elif isinstance(message, CheckpointCommitted):
-                # every worker learns of every commit, so get_checkpoint is current everywhere
-                self._latest = message.checkpoint
-                self._reported = message.reported
-                self._release(message.step)
-                self._resolve("commit", message.step, None)
-            elif isinstance(message, Preempted):
-                self._preemption_next = message.info
-            elif isinstance(message, CollectiveReply):
-                self._resolve("collective", message.seq, message)
-            elif isinstance(message, Stop) and self._on_driver_lost is not None:
-                # Raise in the main thread through the process's own SIGTERM handler.
-                os.kill(os.getpid(), signal.SIGTERM)
-        self._driver_lost()
-
-    def _driver_lost(self) -> None:
-        with self._lock:
-            self._lost = True
-            pending = list(self._replies.values())
-            self._replies.clear()
-        for reply in pending:
-            reply.set(error=DriverLostError("the driver went away"))
-        if not self._closing and self._on_driver_lost is not None:
-            self._on_driver_lost()
+    def _dispatch(self, message: object) -> None:
+        """One message from the driver, in the thread that read it."""
+        if isinstance(message, StepDone):
+            self._release(message.step)
+        elif isinstance(message, CheckpointCommitted):
+            # every worker learns of every commit, so get_checkpoint is current everywhere
+            self._latest = message.checkpoint
+            self._reported = message.reported
+            self._release(message.step)
+            self._link.resolve("commit", message.step)
+        elif isinstance(message, Preempted):
+            self._preemption_next = message.info
+        elif isinstance(message, CollectiveReply):
+            self._link.resolve("collective", message.seq, message)
+        elif isinstance(message, Stop) and self._on_driver_lost is not None:
+            # Raise in the main thread through the process's own SIGTERM handler.
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def hand_off(path: str, *, move: bool) -> str:

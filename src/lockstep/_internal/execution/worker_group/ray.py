@@ -94,7 +94,7 @@ class _RayWorker:
         # Stopping a worker (a Stop over the connection, then SIGTERM) unwinds its code.
         previous = signal.signal(signal.SIGTERM, worker_main.stop_handler)
         try:
-            return worker_main.run_worker(conn, in_process=False, start=start)
+            return worker_main.run_worker(conn, in_process=False, start=start, read_inline=False)
         except worker_main.WorkerStopped:
             return 128 + signal.SIGTERM
         finally:

@@ -1,0 +1,191 @@
+"""A worker's link to the driver: what it sends, and the answers it waits for.
+
+The answers are read in one of two ways:
+
+- inline (a worker process, a worker in the driver's process): the thread that waits for
+  an answer (``report()``, a collective) reads the connection itself, taking whatever
+  else comes first (a commit, a preemption notice) on the way. ``report()`` is then one
+  send and one receive in its own thread, as a bare round trip is: no hand-off to another
+  thread, which costs as much as the round trip. A process whose driver dies is killed by
+  the kernel (``PR_SET_PDEATHSIG``); a thread watches the connection for a hang-up (not
+  for data: it never wakes on an answer) so that a worker whose driver closed the
+  connection stops at once;
+- by a reader thread (a Ray actor, where the driver also sends ``Stop`` while the
+  function runs, and nothing kills the actor with the driver).
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+class DriverLostError(RuntimeError):
+    """The driver went away; the worker cannot go on."""
+
+
+class Reply:
+    """One awaited answer from the driver."""
+
+    __slots__ = ("done", "error", "event", "value")
+
+    def __init__(self, threaded: bool) -> None:
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.event = threading.Event() if threaded else None
+
+    def set(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value, self.error, self.done = value, error, True
+        if self.event is not None:
+            self.event.set()
+
+
+class DriverLink:
+    """Sends to the driver and waits for its answers over ``conn``.
+
+    Args:
+        conn: The connection to the driver.
+        dispatch: Called with every message the driver sends (in the thread that read it).
+        on_lost: Called once the driver is gone while the worker still expects it.
+        threaded: Read with a thread of its own rather than in the waiting thread.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        dispatch: Callable[[object], None],
+        *,
+        on_lost: Callable[[], None] | None = None,
+        threaded: bool = False,
+        name: str = "lockstep-session",
+    ) -> None:
+        self._conn = conn
+        self._dispatch = dispatch
+        self._on_lost = on_lost
+        self._threaded = threaded
+        self._send_lock = threading.Lock()
+        # inline: one thread at a time reads; the others wait to be told a message came
+        self._turn = threading.Condition(threading.Lock())
+        self._reading = False
+        self._lock = threading.Lock()
+        self._replies: dict[tuple[str, int], Reply] = {}
+        self._lost = False
+        self.closing = False  # the function ended: a closed connection is expected
+        target = self._read_loop if threaded else self._watch_hangup
+        if threaded or on_lost is not None:
+            threading.Thread(target=target, name=name, daemon=True).start()
+
+    def send(self, message: object) -> None:
+        with self._send_lock:
+            try:
+                self._conn.send(message)
+            except OSError as exc:
+                raise DriverLostError(f"the driver went away: {exc}") from exc
+
+    def expect(self, kind: str, key: int) -> Reply:
+        """Be ready for the answer ``(kind, key)`` (before sending what it answers)."""
+        reply = Reply(self._threaded)
+        with self._lock:
+            if self._lost:
+                raise DriverLostError("the driver went away")
+            self._replies[(kind, key)] = reply
+        return reply
+
+    def expecting(self, kind: str, key: int) -> bool:
+        with self._lock:
+            return (kind, key) in self._replies
+
+    def resolve(self, kind: str, key: int, value: Any = None) -> None:
+        """The answer ``(kind, key)`` came (from :attr:`dispatch`)."""
+        with self._lock:
+            reply = self._replies.pop((kind, key), None)
+        if reply is not None:
+            reply.set(value)
+
+    def wait(self, reply: Reply) -> Any:
+        """The answer's value, once it came; raises DriverLostError if it never will."""
+        if reply.event is not None:
+            reply.event.wait()
+        else:
+            with self._turn:
+                while not reply.done and not self._lost:
+                    if self._reading:
+                        self._turn.wait()  # another thread reads; it wakes us per message
+                    else:
+                        self._read_in_turn()
+        if reply.error is not None:
+            raise reply.error
+        if not reply.done:
+            raise DriverLostError("the driver went away")
+        return reply.value
+
+    def take_arrived(self) -> None:
+        """Take what the driver sent so far without waiting (inline: a commit that came
+        while the function ran), unless another thread is reading."""
+        if self._threaded:
+            return
+        with self._turn:
+            while not self._reading and not self._lost and _readable(self._conn):
+                self._read_in_turn()
+
+    def _read_in_turn(self) -> None:
+        """Read one message, outside the turn's lock (held on entry and on return)."""
+        self._reading = True
+        self._turn.release()
+        try:
+            self._read_one()
+        finally:
+            self._turn.acquire()
+            self._reading = False
+            self._turn.notify_all()
+
+    def _read_one(self) -> None:
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError):
+            self._driver_lost()
+            return
+        self._dispatch(message)
+
+    def _read_loop(self) -> None:
+        while not self._lost:
+            self._read_one()
+
+    def _watch_hangup(self) -> None:
+        """Wait for the driver's end of the connection to close (never for data)."""
+        poller = select.poll()
+        poller.register(self._conn.fileno(), select.POLLRDHUP)
+        while True:
+            try:
+                events = poller.poll()
+            except OSError:
+                return
+            hung_up = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+            if any(flags & hung_up for _, flags in events):
+                break
+            if any(flags & select.POLLNVAL for _, flags in events):
+                return  # closed here: the worker is done
+        self._driver_lost()
+
+    def _driver_lost(self) -> None:
+        with self._lock:
+            if self._lost:
+                return
+            self._lost = True
+            pending = list(self._replies.values())
+            self._replies.clear()
+        for reply in pending:
+            reply.set(error=DriverLostError("the driver went away"))
+        if not self.closing and self._on_lost is not None:
+            self._on_lost()
+
+
+def _readable(conn: Connection) -> bool:
+    """Whether ``conn`` has a message waiting, without blocking (one system call)."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
