@@ -141,6 +141,7 @@ class TrainController:
         self._stop_reason: str | None = None
         self.state: State = Starting(attempt=0)
         self._last_step_at = time.monotonic()  # for `lockstep status`: is the loop stuck?
+        self._contexts: dict[int, RunContext] = {}
         self._main_thread: int | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -303,6 +304,12 @@ class TrainController:
             next_state = Starting(attempt=state.attempt + 1)
         else:
             return
+        if next_state is not state:
+            self._transition(state, next_state)
+        if self._listeners.wants(ev.StepEnd):
+            self._emit(ev.StepEnd(self._context()))
+
+    def _transition(self, state: State, next_state: State) -> None:
         if isinstance(state, WithWorkers) and not isinstance(next_state, WithWorkers):
             self._ranks_at_end(state.run)
             self._stop_workers(state.run)
@@ -311,7 +318,6 @@ class TrainController:
             self._ledger.enter(phase)
             self._run_record.write_ledger(self._ledger.to_json())
         self.state = next_state
-        self._emit(ev.StepEnd(self._context()))
 
     def _start(self, attempt: int) -> State:
         if self._elastic is not None:
@@ -360,7 +366,7 @@ class TrainController:
         )
         if drain is not None and drain is not current:
             self._tell_workers(run, drain)
-        next_state = self._poll(run, drain)
+        next_state = self._poll(state, drain)
         if drain is None or not isinstance(next_state, Running | Restarting):
             return next_state
         done = drain.done(self._reports.steps.num_steps)
@@ -379,7 +385,9 @@ class TrainController:
         text = f"preempted ({drain.info.reason}): {then} after the next report"
         self._emit(ev.Notice(self._context(), text))
 
-    def _poll(self, run: Attempt, drain: Drain | None) -> State:
+    def _poll(self, state: Running | Draining, drain: Drain | None) -> State:
+        """Take what the workers sent; ``state`` itself while the attempt just runs on."""
+        run = state.run
         events = run.group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
         if self._reports.collect_uploads(failures):
@@ -401,7 +409,7 @@ class TrainController:
             size = self._elastic.size_while_running(run.group, run.num_workers, run.started_at)
             if size is not None:
                 return Resizing(attempt=run.number, num_workers=size)
-        return Running(run)
+        return state if isinstance(state, Running) else Running(run)
 
     def _take(
         self, run: Attempt, events: list[WorkerEvent], failures: dict[int, WorkerFailure]
@@ -593,9 +601,13 @@ class TrainController:
         if attempt is None:
             state = self.state
             attempt = getattr(state, "attempt", 0)
-        return RunContext(
-            name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
-        )
+        context = self._contexts.get(attempt)  # one per attempt: events come per poll
+        if context is None:
+            context = RunContext(
+                name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
+            )
+            self._contexts[attempt] = context
+        return context
 
 
 _OUTCOMES: dict[type, str] = {Finished: "finished", Errored: "failed", Stopped: "stopped"}

@@ -9,10 +9,23 @@ from lockstep._internal.controller.progress import Progress, RunSummary
 
 
 class ProgressListener:
-    """Shows a run's events on its :class:`Progress` display."""
+    """Shows a run's events on its :class:`Progress` display; a silent one (``verbose=0``)
+    takes none of the steps' events, so that nobody builds them for it."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
+        self.events: tuple[type[ev.RunEvent], ...] = (ev.RunEvent,)
+        if not progress.shows_steps:
+            self.events = (
+                ev.RunStarted,
+                ev.AttemptStarting,
+                ev.WorkersStarted,
+                ev.WorkerEnded,
+                ev.AttemptFailed,
+                ev.Resizing,
+                ev.Notice,
+                ev.RunEnded,
+            )
 
     def on_event(self, event: ev.RunEvent) -> None:  # noqa: C901 - one branch per event
         progress = self.progress

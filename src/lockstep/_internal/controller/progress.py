@@ -170,6 +170,11 @@ class Progress:
         self.goodput: Callable[[], float | None] | None = None
 
     @property
+    def shows_steps(self) -> bool:
+        """Whether steps show (a status line, a line per report); not at ``verbose=0``."""
+        return self._verbose > 0
+
+    @property
     def _out(self) -> TextIO:
         return self._stream or sys.stderr
 

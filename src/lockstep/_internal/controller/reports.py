@@ -83,12 +83,16 @@ class ReportHandler:
         for a rank that reported more often than another finished with, and
         ``CheckpointWriteError`` for a checkpoint storage would not take."""
         now = time.monotonic()
-        self._ledger.on_report(report, now)
+        steps = self._steps.add(report)
+        if not steps:
+            self._ledger.on_report(report, now)
+            return Directive.CONTINUE
         decided = Directive.CONTINUE
-        for step in self._steps.add(report):
-            directive = self._record_step(step, now, slowest=report.rank)
+        for step in steps:
+            directive = self._record_step(step, now, report)
             if directive is not Directive.CONTINUE:
                 decided = directive
+            report = None  # type: ignore[assignment]  # counted with the first step
         return decided
 
     def collect_uploads(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> int:
@@ -123,10 +127,10 @@ class ReportHandler:
     def close(self) -> None:
         self._uploads.close()
 
-    def _record_step(self, step: Step, completed: float, *, slowest: int) -> Directive:
+    def _record_step(self, step: Step, completed: float, last: Report | None) -> Directive:
         """Record one complete step (its checkpoint committed, or on its way), release the
-        workers, count it in the time ledger (``slowest``: the rank whose report completed
-        it, at ``completed``), tell the listeners."""
+        workers, count it in the time ledger (``last``: the report that completed it, at
+        ``completed``), tell the listeners."""
         assert self._group is not None
         if not step.checkpointed:
             # The row first (durable: in the kernel's hands, which a killed driver cannot
@@ -134,26 +138,33 @@ class ReportHandler:
             self._record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
             self._group.notify(StepDone(step.index))
             self.last_metrics = step.metrics
-            self._count(step, slowest, completed)
+            self._count(step, last, completed)
             return self._announce(step, None)
         if step.uploads_async:
             self._submit_upload(step)  # logs the row, durable, as above
             self._group.notify(StepDone(step.index))
             self.last_metrics = dict(step.metrics)
-            self._count(step, slowest, completed)
+            self._count(step, last, completed)
             return Directive.CONTINUE  # told when committed
         checkpoint = self._commit(step)
         self.last_metrics = dict(step.metrics)
-        self._count(step, slowest, completed, commit_s=time.monotonic() - completed)
+        self._count(step, last, completed, commit_s=time.monotonic() - completed)
         self._ledger.checkpoint_committed(step.index)
         self._record.write_ledger(self._ledger.to_json())
         return self._announce(step, checkpoint)
 
-    def _count(self, step: Step, slowest: int, completed: float, commit_s: float = 0.0) -> None:
-        """The step in the time ledger, whose figures are then on disk (after the workers
-        were released: nothing of it is on their way)."""
-        self._ledger.on_step(step.index, slowest, completed, commit_s)
-        self._record.write_ledger_figures(self._ledger.current())
+    def _count(
+        self, step: Step, last: Report | None, completed: float, commit_s: float = 0.0
+    ) -> None:
+        """The step in the time ledger, whose figures are then on disk: after the workers
+        were released, so that none of it is on their way."""
+        ledger = self._ledger
+        slowest = step.reports[-1].rank
+        if last is not None:
+            ledger.on_report(last, completed)
+            slowest = last.rank
+        ledger.on_step(step.index, slowest, completed, commit_s)
+        self._record.write_ledger_figures(ledger.current())
 
     def _announce(
         self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any] | None = None

@@ -7,7 +7,9 @@ Preempted.
 
 from __future__ import annotations
 
+import os
 import signal
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -217,3 +219,86 @@ class Failed:
 
 
 WorkerEvent = Report | Heartbeat | Returned | Failed
+
+
+class FrameReader:
+    """Reads the messages a :class:`~multiprocessing.connection.Connection` sends (each a
+    4-byte big-endian length, or -1 and an 8-byte one, then the pickle) from the socket
+    under ``conn``, taking with one ``recv`` every message that has arrived: a report
+    costs one system call to read, where ``Connection.recv`` makes two, and a third to
+    learn whether another one follows.
+
+    Every read of the connection must go through the reader (it keeps what it read
+    ahead). Its socket is a duplicate of the connection's descriptor: closing the
+    connection still closes the peer's end once the reader is closed too.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        import socket
+
+        self._socket = socket.socket(fileno=os.dup(conn.fileno()))
+        self._buffer = bytearray()
+        self._dontwait = socket.MSG_DONTWAIT
+
+    def buffered(self) -> bool:
+        """Whether a message (or part of one) was read ahead."""
+        return bool(self._buffer)
+
+    def available(self) -> list[Any]:
+        """The messages that have arrived, without waiting for more than the rest of one
+        already begun; raises EOFError once the peer closed its end and all is taken."""
+        try:
+            self._fill(wait=False)
+        except BlockingIOError:
+            pass
+        return self._complete(wait_for_rest=True)
+
+    def next(self) -> Any:
+        """The next message, waiting for it; EOFError once the peer closed its end."""
+        while True:
+            messages = self._complete(wait_for_rest=False, limit=1)
+            if messages:
+                return messages[0]
+            self._fill(wait=True)
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def _fill(self, *, wait: bool) -> None:
+        data = self._socket.recv(_READ_SIZE, 0 if wait else self._dontwait)
+        if not data:
+            raise EOFError("the connection was closed")
+        self._buffer += data
+
+    def _complete(self, *, wait_for_rest: bool, limit: int | None = None) -> list[Any]:
+        import pickle
+
+        messages: list[Any] = []
+        while self._buffer and (limit is None or len(messages) < limit):
+            size, start = _frame(self._buffer)
+            if size is None or len(self._buffer) < start + size:
+                if not wait_for_rest:
+                    break
+                self._fill(wait=True)  # a message begun: the rest is on its way
+                continue
+            messages.append(pickle.loads(memoryview(self._buffer)[start : start + size]))
+            del self._buffer[: start + size]
+        return messages
+
+
+_READ_SIZE = 1 << 16
+_SIZE = struct.Struct("!i")
+_BIG_SIZE = struct.Struct("!Q")
+
+
+def _frame(buffer: bytearray) -> tuple[int | None, int]:
+    """The size of the first message in ``buffer`` and where it starts (None: its length
+    is not all there yet)."""
+    if len(buffer) < 4:
+        return None, 0
+    (size,) = _SIZE.unpack_from(buffer)
+    if size != -1:
+        return size, 4
+    if len(buffer) < 12:
+        return None, 0
+    return _BIG_SIZE.unpack_from(buffer, 4)[0], 12

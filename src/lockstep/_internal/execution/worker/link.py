@@ -16,11 +16,14 @@ The answers are read in one of two ways:
 
 from __future__ import annotations
 
+import pickle
 import select
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from lockstep._internal.execution.messages import FrameReader
 
 
 class DriverLostError(RuntimeError):
@@ -64,6 +67,7 @@ class DriverLink:
         name: str = "lockstep-session",
     ) -> None:
         self._conn = conn
+        self._reader = FrameReader(conn)  # every read of the connection goes through it
         self._dispatch = dispatch
         self._on_lost = on_lost
         self._threaded = threaded
@@ -80,9 +84,11 @@ class DriverLink:
             threading.Thread(target=target, name=name, daemon=True).start()
 
     def send(self, message: object) -> None:
+        # pickle's own dumps: multiprocessing's builds a pickler of its own per message
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         with self._send_lock:
             try:
-                self._conn.send(message)
+                self._conn.send_bytes(data)
             except OSError as exc:
                 raise DriverLostError(f"the driver went away: {exc}") from exc
 
@@ -129,8 +135,15 @@ class DriverLink:
         if self._threaded:
             return
         with self._turn:
-            while not self._reading and not self._lost and _readable(self._conn):
-                self._read_in_turn()
+            if self._reading or self._lost or self.closing:
+                return
+            try:
+                messages = self._reader.available()
+            except (EOFError, OSError):
+                self._driver_lost()
+                return
+            for message in messages:
+                self._dispatch(message)
 
     def _read_in_turn(self) -> None:
         """Read one message, outside the turn's lock (held on entry and on return)."""
@@ -145,11 +158,18 @@ class DriverLink:
 
     def _read_one(self) -> None:
         try:
-            message = self._conn.recv()
+            message = self._reader.next()
         except (EOFError, OSError):
             self._driver_lost()
             return
         self._dispatch(message)
+
+    def close(self) -> None:
+        """The function ended: nothing more is read, and a closed connection is expected."""
+        self.closing = True
+        with self._turn:
+            if not self._threaded:
+                self._reader.close()
 
     def _read_loop(self) -> None:
         while not self._lost:
@@ -182,10 +202,3 @@ class DriverLink:
             reply.set(error=DriverLostError("the driver went away"))
         if not self.closing and self._on_lost is not None:
             self._on_lost()
-
-
-def _readable(conn: Connection) -> bool:
-    """Whether ``conn`` has a message waiting, without blocking (one system call)."""
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    return bool(poller.poll(0))

@@ -377,7 +377,7 @@ class WorkerSession:
 
     def close(self) -> None:
         """Stop expecting messages; the driver's end may now close without alarm."""
-        self._link.closing = True
+        self._link.close()
 
     def _stage(self, checkpoint: Checkpoint, step: int) -> str:
         """Upload the files into this rank's part of the step; return the step's directory."""

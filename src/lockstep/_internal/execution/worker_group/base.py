@@ -20,13 +20,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-import select
+import pickle
 import selectors
 import socket
 import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler
 from typing import Any, Protocol
 
 from lockstep._core.checkpoint import Checkpoint
@@ -41,6 +40,7 @@ from lockstep._internal.execution.messages import (
     CollectiveReply,
     CollectiveRequest,
     Failed,
+    FrameReader,
     Heartbeat,
     LocalFunction,
     Preempted,
@@ -141,6 +141,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._plan = plan
         self._topology: Topology | None = None
         self._conns: dict[int, Connection] = {}
+        self._readers: dict[int, FrameReader] = {}  # every read of a connection goes here
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
         # Kept across polls (report() is a round trip through here): rebuilt only when a
@@ -166,6 +167,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._stack_fds, self._phase_fds = {}, {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
+        self._readers = {}
 
     def _place(self, spec: WorkerGroupSpec) -> Topology:
         """Where the ranks of this attempt run: the plan's topology for its size."""
@@ -254,7 +256,17 @@ class ConnectedWorkerGroup(abc.ABC):
         selector = self._waiting()
         if not selector.get_map():
             return events
-        for key, _ in selector.select(timeout):
+        self._take_ready(selector.select(timeout), events)
+        if events:
+            # What came meanwhile (another rank's report of the same step, often): one
+            # look more, so that a step's reports are taken in one poll.
+            self._take_ready(self._waiting().select(0), events)
+        if any(isinstance(e, Failed) for e in events):
+            self._take_everything_sent(events)
+        return events
+
+    def _take_ready(self, ready: list[tuple[Any, int]], events: list[WorkerEvent]) -> None:
+        for key, _ in ready:
             kind, rank = key.data
             if rank in self._done:
                 continue
@@ -262,19 +274,12 @@ class ConnectedWorkerGroup(abc.ABC):
                 self._drain(rank, events)
             else:
                 self._receive(rank, events)
-        if any(isinstance(e, Failed) for e in events):
-            self._take_everything_sent(events)
-        return events
 
     def _take_everything_sent(self, events: list[WorkerEvent]) -> None:
         """A worker ended: before the controller acts on it, take what every other worker
         has sent already (a report that completes a step, say), so nothing is lost."""
-        for rank, conn in self._conns.items():
-            try:
-                while rank not in self._done and conn.poll(0):
-                    self._dispatch(rank, conn.recv(), events)
-            except (EOFError, OSError):
-                self._mark_lost(rank, events)
+        for rank in list(self._conns):
+            self._receive(rank, events)
 
     def _waiting(self) -> selectors.BaseSelector:
         """The selector over every unfinished worker's connection and end-of-process fd."""
@@ -308,9 +313,11 @@ class ConnectedWorkerGroup(abc.ABC):
             if backend is not None:
                 backend.on_group_shutdown()
                 self._ray_hooks(backend, self._num_workers, "on_shutdown")
+        for reader in self._readers.values():
+            reader.close()
         for conn in self._conns.values():
             conn.close()
-        self._conns = {}
+        self._conns, self._readers = {}, {}
 
     @staticmethod
     def _ray_hooks(backend: Backend, num_workers: int, *names: str) -> None:
@@ -324,7 +331,7 @@ class ConnectedWorkerGroup(abc.ABC):
     def _send_running(self, message: object) -> None:
         """Send ``message`` to every worker that has not finished (pickled once: this is
         every report's reply)."""
-        data = ForkingPickler.dumps(message)
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         for rank, conn in self._conns.items():
             if rank not in self._done:
                 try:
@@ -359,25 +366,44 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def _receive(self, rank: int, events: list[WorkerEvent]) -> None:
         """Take everything the worker has sent so far (not just one message per wait)."""
-        conn = self._conns[rank]
+        reader = self._reader(rank)
         try:
-            for _ in range(_MAX_BATCH):
-                self._dispatch(rank, conn.recv(), events)
-                if rank in self._done or not _readable(conn):
+            while rank not in self._done and reader is not None:
+                messages = reader.available()  # until none is left, or the end
+                if not messages:
                     return
+                self._dispatch_all(rank, messages, events)
         except (EOFError, OSError):
             self._mark_lost(rank, events)
 
+    def _reader(self, rank: int) -> FrameReader | None:
+        """The reader of ``rank``'s connection (every read goes through it), or None once
+        it is closed."""
+        reader = self._readers.get(rank)
+        if reader is None and rank in self._conns and not self._conns[rank].closed:
+            reader = self._readers[rank] = FrameReader(self._conns[rank])
+        return reader
+
+    def _hang_up(self, rank: int) -> None:
+        """Close the connection to ``rank``: its next call on it fails (a worker thread,
+        which cannot be killed, stops there)."""
+        reader = self._readers.pop(rank, None)
+        if reader is not None:
+            reader.close()
+        conn = self._conns.get(rank)
+        if conn is not None:
+            conn.close()
+
+    def _dispatch_all(self, rank: int, messages: list[Any], events: list[WorkerEvent]) -> None:
+        for message in messages:
+            if rank in self._done:
+                return
+            self._dispatch(rank, message, events)
+
     def _drain(self, rank: int, events: list[WorkerEvent]) -> None:
         """The worker's process ended: take what it sent before, then record its end."""
-        conn = self._conns[rank]
-        try:
-            while rank not in self._done and conn.poll(0):
-                self._dispatch(rank, conn.recv(), events)
-        except (EOFError, OSError):
-            pass
-        if rank not in self._done:
-            self._mark_lost(rank, events)
+        self._receive(rank, events)
+        self._mark_lost(rank, events)  # (a no-op when it returned or failed)
 
     def _mark_lost(self, rank: int, events: list[WorkerEvent]) -> None:
         if rank in self._done:
@@ -446,14 +472,6 @@ class ConnectedWorkerGroup(abc.ABC):
             pass  # that worker is gone; its end shows up as a lost connection
 
 
-def _readable(conn: Connection) -> bool:
-    """Whether ``conn`` has a message waiting, without blocking: ``conn.poll(0)`` builds a
-    selector per call, which costs more than the message."""
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
-
-
 class ByValue:
     """Pickles ``obj`` with cloudpickle, so that classes defined in a function or in
     ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself."""
@@ -467,9 +485,6 @@ class ByValue:
         import cloudpickle
 
         return cloudpickle.loads, (self._data,)
-
-
-_MAX_BATCH = 256  # messages taken from one worker before the others get a turn
 
 
 def lost_connection(rank: int, pid: int | None) -> WorkerFailure:

@@ -81,7 +81,7 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
     def _stop_workers(self, finished: frozenset[int]) -> None:
         # A thread cannot be killed: closing the pipe makes its next session call raise.
         if self._conn is not None:
-            self._conn.close()
+            self._hang_up(0)
             self._conn = None
         if self._thread is not None:
             # A function hung in user code outlives this wait; it is a daemon thread and
