@@ -135,6 +135,8 @@ class TrainController:
             started_at=started_at,
         )
         self._reports = ReportHandler(record, spec.run_dir, self._listeners, self._ledger)
+        # asked once: every poll would (the listeners stay those of the run)
+        self._step_events = (self._listeners.wants(ev.StepBegin), self._listeners.wants(ev.StepEnd))
         progress.goodput = self._ledger.goodput
         self._hang = HangPolicy(failure_policy.hang_timeout_s)
         self._preemption = PreemptionPolicy(failure_policy.preemption_deadline_s)
@@ -285,8 +287,7 @@ class TrainController:
         """Carry out one transition."""
         self._last_step_at = time.monotonic()
         state = self.state
-        wants_steps = self._listeners.wants(ev.StepBegin)
-        if wants_steps:
+        if self._step_events[0]:
             self._emit(ev.StepBegin(self._context()))
         notice = self._preemption.notice
         if self._stop_reason is not None and not isinstance(state, Ended):
@@ -306,7 +307,7 @@ class TrainController:
             return
         if next_state is not state:
             self._transition(state, next_state)
-        if self._listeners.wants(ev.StepEnd):
+        if self._step_events[1]:
             self._emit(ev.StepEnd(self._context()))
 
     def _transition(self, state: State, next_state: State) -> None:

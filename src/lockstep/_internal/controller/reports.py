@@ -63,6 +63,8 @@ class ReportHandler:
             restored_iteration=record.state.training_iteration,
             restored_time_total_s=time_total,
         )
+        self._previous_total_s = time_total  # the last step's, for the next one's clock
+        self._announcing = listeners.wants(StepRecorded)  # the listeners are the run's
 
     @property
     def steps(self) -> StepAggregator:
@@ -174,12 +176,12 @@ class ReportHandler:
         if row is None:
             row = self._record.last_row  # not copied: listeners copy what they keep
             assert row is not None
-        clock = self._clock
-        self._clock = ResultClock(
-            float(row["time_total_s"]), clock.restored_iteration, clock.restored_time_total_s
-        )
-        if not self._listeners.wants(StepRecorded):
+        previous, self._previous_total_s = self._previous_total_s, row["time_total_s"]
+        if not self._announcing:
             return Directive.CONTINUE
+        clock = ResultClock(
+            float(previous), self._clock.restored_iteration, self._clock.restored_time_total_s
+        )
         event = StepRecorded(
             run=self._run,
             iteration=int(row["training_iteration"]),

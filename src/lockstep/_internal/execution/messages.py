@@ -238,6 +238,7 @@ class FrameReader:
 
         self._socket = socket.socket(fileno=os.dup(conn.fileno()))
         self._buffer = bytearray()
+        self._chunk = memoryview(bytearray(_READ_SIZE))  # read into, not allocated per read
         self._dontwait = socket.MSG_DONTWAIT
 
     def buffered(self) -> bool:
@@ -265,10 +266,10 @@ class FrameReader:
         self._socket.close()
 
     def _fill(self, *, wait: bool) -> None:
-        data = self._socket.recv(_READ_SIZE, 0 if wait else self._dontwait)
-        if not data:
+        size = self._socket.recv_into(self._chunk, _READ_SIZE, 0 if wait else self._dontwait)
+        if not size:
             raise EOFError("the connection was closed")
-        self._buffer += data
+        self._buffer += self._chunk[:size]
 
     def _complete(self, *, wait_for_rest: bool, limit: int | None = None) -> list[Any]:
         import pickle

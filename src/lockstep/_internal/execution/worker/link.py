@@ -7,9 +7,9 @@ The answers are read in one of two ways:
   else comes first (a commit, a preemption notice) on the way. ``report()`` is then one
   send and one receive in its own thread, as a bare round trip is: no hand-off to another
   thread, which costs as much as the round trip. A process whose driver dies is killed by
-  the kernel (``PR_SET_PDEATHSIG``); a thread watches the connection for a hang-up (not
-  for data: it never wakes on an answer) so that a worker whose driver closed the
-  connection stops at once;
+  the kernel (``PR_SET_PDEATHSIG``); a thread of the worker's watches the connection for
+  a hang-up (:meth:`DriverLink.watch_hangup`: not for data, it never wakes on an
+  answer) so that a worker whose driver closed the connection stops at once;
 - by a reader thread (a Ray actor, where the driver also sends ``Stop`` while the
   function runs, and nothing kills the actor with the driver).
 """
@@ -79,9 +79,12 @@ class DriverLink:
         self._replies: dict[tuple[str, int], Reply] = {}
         self._lost = False
         self.closing = False  # the function ended: a closed connection is expected
-        target = self._read_loop if threaded else self._watch_hangup
-        if threaded or on_lost is not None:
-            threading.Thread(target=target, name=name, daemon=True).start()
+        self._name = name
+
+    def start(self) -> None:
+        """Start the reader thread of a link that reads with one."""
+        if self._threaded:
+            threading.Thread(target=self._read_loop, name=self._name, daemon=True).start()
 
     def send(self, message: object) -> None:
         # pickle's own dumps: multiprocessing's builds a pickler of its own per message
@@ -175,8 +178,9 @@ class DriverLink:
         while not self._lost:
             self._read_one()
 
-    def _watch_hangup(self) -> None:
-        """Wait for the driver's end of the connection to close (never for data)."""
+    def watch_hangup(self) -> None:
+        """Wait for the driver's end of the connection to close (never for data): run by
+        a worker process's thread of its own, where the function's thread reads inline."""
         poller = select.poll()
         poller.register(self._conn.fileno(), select.POLLRDHUP)
         while True:

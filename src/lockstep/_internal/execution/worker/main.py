@@ -12,7 +12,9 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -49,15 +51,18 @@ def run_worker(
     """
     if start is None:
         start = conn.recv()
-    stack_fd = None
-    if not in_process:
-        _extend_sys_path(start.sys_path)
-        stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
     page = PhasePage.create()
     session = session_module.WorkerSession(
         conn, start, on_driver_lost=on_lost, phases=page, read_inline=read_inline
     )
+    stack_fd = None
+    if not in_process:
+        _extend_sys_path(start.sys_path)
+        # the stack signal's thread watches for the driver hanging up, where nothing reads
+        wait = session.watch_hangup if read_inline else threading.Event().wait
+        stack_fd = _dump_stacks_on_signal(wait)
+    session.start()  # the threads it runs, if any, leave the stack signal to that thread
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
@@ -90,16 +95,19 @@ def run_worker(
                 page.close()  # a worker process's goes with it
 
 
-def _dump_stacks_on_signal() -> int | None:
+def _dump_stacks_on_signal(wait: Callable[[], object]) -> int | None:
     """On STACK_SIGNAL, write every thread's stack to an unlinked file; return its
-    descriptor, which the driver reads as ``/proc/PID/fd/N`` (its hang watchdog asks).
+    descriptor, which the driver reads as ``/proc/PID/fd/N`` (its hang watchdog and
+    ``lockstep status`` ask).
 
     faulthandler's handler is C code: it answers even while the training function is
     blocked in C (a collective), where a Python handler would never run. The signal is
-    taken by a thread of its own that only waits: in any other thread it could interrupt
-    a collective's socket call, which fails with EINTR when the socket has a timeout
-    (LightGBM's do) and aborts the worker.
+    taken by a thread of its own that only waits (in ``wait``: for the driver's end of
+    the connection to close): in any other thread it could interrupt a collective's
+    socket call, which fails with EINTR when the socket has a timeout (LightGBM's do)
+    and aborts the worker.
     """
+    import _thread
     import faulthandler
     import tempfile
     import threading
@@ -112,8 +120,9 @@ def _dump_stacks_on_signal() -> int | None:
     stacks.write(f"main thread 0x{threading.get_ident():016x}\n")
     stacks.flush()
     faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
-    waiter = threading.Thread(target=threading.Event().wait, name="lockstep-stacks", daemon=True)
-    waiter.start()  # with the signal unblocked, as this thread has it now
+    # Created now, with the signal unblocked as this thread has it (not waited for: a
+    # worker among many would wait to be scheduled twice).
+    _thread.start_new_thread(wait, ())
     # This thread and every thread started from it from now on (the session's, the
     # framework's) leave the signal to the waiter.
     signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})

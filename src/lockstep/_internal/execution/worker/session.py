@@ -105,6 +105,14 @@ class WorkerSession:
     def num_reports(self) -> int:
         return self._num_reports
 
+    def start(self) -> None:
+        """Start reading the driver's messages, where a thread of its own reads them."""
+        self._link.start()
+
+    def watch_hangup(self) -> None:
+        """Wait until the driver hangs up (see :meth:`DriverLink.watch_hangup`)."""
+        self._link.watch_hangup()
+
     def report(
         self,
         metrics: dict[str, Any],

@@ -444,15 +444,24 @@ class ConnectedWorkerGroup(abc.ABC):
         # its own (both release the GIL) starts them sooner than one after the other.
         errors: list[BaseException] = []
 
-        def send(conn: Connection, start: WorkerStart) -> None:
-            try:
-                self._send_start(conn, start)
-            except BaseException as exc:  # a start that cannot be sent: fail, never hang
-                errors.append(exc)
+        # A few threads take the starts in turn: one per worker costs more than it saves
+        # with many workers (each thread is started and scheduled before it sends).
+        queue = list(conns.items())
+
+        def send() -> None:
+            while queue:
+                try:
+                    rank, conn = queue.pop()
+                except IndexError:
+                    return
+                try:
+                    self._send_start(conn, starts[rank])
+                except BaseException as exc:  # a start that cannot be sent: fail, never hang
+                    errors.append(exc)
 
         senders = [
-            threading.Thread(target=send, args=(conn, starts[rank]), name="lockstep-start")
-            for rank, conn in conns.items()
+            threading.Thread(target=send, name="lockstep-start")
+            for _ in range(min(len(queue), _START_SENDERS))
         ]
         for sender in senders:
             sender.start()
@@ -485,6 +494,9 @@ class ByValue:
         import cloudpickle
 
         return cloudpickle.loads, (self._data,)
+
+
+_START_SENDERS = 8  # threads that send the workers their starts
 
 
 def lost_connection(rank: int, pid: int | None) -> WorkerFailure:

@@ -110,8 +110,9 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events = super().poll(timeout)
-        if self._memory is not None:  # for the error of a worker the kernel kills
-            self._memory.sample({r: p.pid for r, p in self._procs.items() if r not in self._done})
+        memory = self._memory
+        if memory is not None and memory.due():  # for the error of a worker the kernel kills
+            memory.sample({r: p.pid for r, p in self._procs.items() if r not in self._done})
         return events
 
     def _lost(self, rank: int) -> WorkerFailure:

@@ -137,6 +137,10 @@ class MemoryWatch:
         self._rss: dict[int, int] = {}
         self._sampled = float("-inf")
 
+    def due(self) -> bool:
+        """Whether the workers' memory is to be read again (checked at every poll)."""
+        return time.monotonic() - self._sampled >= SAMPLE_INTERVAL_S
+
     def sample(self, pids: dict[int, int], *, now: float | None = None) -> None:
         """Read the memory of each running worker (pid by rank), unless read lately."""
         now = time.monotonic() if now is None else now
