@@ -5,7 +5,9 @@ spawned process timing 2000 round trips of the same dict over a multiprocessing 
 this process, which answers each (report() is one such round trip through the driver);
 and the bare barrier, 2 spawned processes doing the same while this process answers
 both once both have sent (report() is that barrier plus the run record's row).
-Target: p50 under 0.2 ms, though report() is a barrier: a round trip through the driver.
+Targets: p50 at most 1.5x the bare barrier measured in the same run, p99 at most 3x its
+p99; the time ledger's own work per report (timed alone, the run's noise would hide it)
+at most 5% of the p50.
 With ``--hang-timeout-s S``, the same run also times report() with hang detection on
 (``FailureConfig(hang_timeout_s=S)``) and prints its p50 against the run without it.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import os
 import statistics
 import tempfile
 import time
@@ -164,6 +167,38 @@ def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) ->
     )
 
 
+def ledger_cost_per_report(reports: int = 200_000) -> float:
+    """The time ledger's own work per report of 2 workers, in seconds: the driver's (each
+    report's timings, each step's figures and their pwrite to time.bin) and each worker's
+    (timing its report, keeping its phase page)."""
+    from lockstep._internal.controller.ledger import RUNNING, Ledger
+    from lockstep._internal.execution.messages import Report
+    from lockstep._internal.execution.worker.phases import REPORT, TRAINING, PhasePage
+
+    ledger = Ledger()
+    ledger.attempt_starting(2, from_checkpoint=False)
+    ledger.enter(RUNNING)
+    page = PhasePage.create()
+    assert page is not None
+    made = [Report(r, 0, {}, False, 0.0, timings=(0.001, 0.0, 0.0, "")) for r in (0, 1)]
+    with tempfile.NamedTemporaryFile(prefix="lockstep-bench-") as hot:
+        start = time.perf_counter()
+        for step in range(reports // 2):
+            for report in made:  # the driver, per report
+                ledger.on_report(report, time.monotonic())
+            ledger.on_step(step, 1, time.monotonic())  # per step
+            os.pwrite(hot.fileno(), ledger.current(), 0)
+            for _ in made:  # each worker, per report
+                entered = time.monotonic()
+                page.set(REPORT, step)
+                timings = (entered - time.monotonic(), 0.0, 0.0, "")
+                page.set(TRAINING)
+        per_report = (time.perf_counter() - start) / reports
+    page.close()
+    del timings
+    return per_report
+
+
 def main() -> None:
     parser = bench.options(__doc__, reports=2000)
     parser.add_argument("--shard", choices=["none", "ordered", "shuffled"], default="none")
@@ -185,7 +220,13 @@ def main() -> None:
     print(f"ratio p50 report / round trip: {p50 / b50:.2f}x")
     print(f"ratio p50 report / bare barrier: {p50 / r50:.2f}x")
     print(f"whole fit() with 2 x {args.reports} reports: {wall:.3f} s")
-    print(f"p50 under 0.2 ms: {'yes' if p50 < 0.2 else 'NO'}")
+    print(f"p50 within 1.5x the bare barrier: {'yes' if p50 <= 1.5 * r50 else 'NO'}")
+    print(f"p99 within 3x the bare barrier's p99: {'yes' if p99 <= 3 * r99 else 'NO'}")
+    ledger = ledger_cost_per_report() * 1e3
+    print(
+        f"the time ledger's own work per report: {ledger * 1e3:.2f} us, "
+        f"{ledger / p50 * 100:.1f}% of this run's p50 (target: at most 5%)"
+    )
 
 
 if __name__ == "__main__":

@@ -81,6 +81,11 @@ class RankTime:
         checkpoint_stall: What its ``report()`` blocked for persisting and committing.
         replayed: Training time spent again on steps a restart redid.
         slowest_steps: The steps on which it was the last to report.
+
+    Example:
+        >>> ledger = TimeLedger(wall=10.0, per_rank=(RankTime(0, barrier_wait=2.0),))
+        >>> ledger.rank_dict(ledger.per_rank[0])["training"]
+        8.0
     """
 
     rank: int
@@ -106,8 +111,14 @@ class CheckpointAdvice:
         cost_s: The measured cost of one checkpoint (its stall).
         mtbf_s: The mean time between failures used.
         assumed: Whether ``mtbf_s`` is assumed (no failure was seen), not measured.
-        saving: The fraction of the training time the best interval would save.
-        saving_s: That fraction of this run's training time, in seconds.
+        saving: The fraction of the time in steps the best interval would save.
+        saving_s: That fraction of this run's time in steps, in seconds.
+
+    Example:
+        >>> ledger = TimeLedger(wall=3600.0, checkpoint_stall=360.0, num_checkpoints=360)
+        >>> advice = ledger.checkpoint_advice()
+        >>> round(advice.interval_s), round(advice.best_interval_s)
+        (10, 416)
     """
 
     interval_s: float
@@ -129,8 +140,8 @@ class CheckpointAdvice:
         return (
             f"checkpoints every {_duration(self.interval_s)} cost {_duration(self.cost_s)} "
             f"each; with {failures}, every {_duration(self.best_interval_s)} would lose the "
-            f"least time: {self.saving * 100:.1f}% of the training time less "
-            f"({_duration(self.saving_s)} in this run)"
+            f"least time: {_duration(self.saving_s)} less in this run ({self.saving * 100:.1f}% "
+            "of its time in steps)"
         )
 
     def as_dict(self) -> dict[str, Any]:

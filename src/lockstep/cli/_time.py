@@ -111,7 +111,7 @@ def time_figure(ledger: TimeLedger, title: str) -> Any:
 
     rows = [("run", ledger.as_dict())]
     rows += [(f"rank {int(r['rank'])}", r) for r in ledger.per_rank_dicts()]
-    figure, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(rows)))
+    figure, ax = plt.subplots(figsize=(10, 1.4 + 0.4 * len(rows)))
     shown = [n for n in CATEGORIES if any(values[n] > 0 for _, values in rows)]
     for index, (_, values) in enumerate(reversed(rows)):
         left = 0.0
@@ -126,9 +126,8 @@ def time_figure(ledger: TimeLedger, title: str) -> Any:
     ax.set_title(f"{title}: where the time went (goodput {ledger.goodput * 100:.1f}%)")
     ax.legend(
         [name.replace("_", " ") for name in shown],
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.35 if len(rows) < 4 else -0.2),
-        ncol=min(5, len(shown)),
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
         frameon=False,
     )
     return figure

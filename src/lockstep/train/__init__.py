@@ -31,6 +31,7 @@ from lockstep._core.reported import (
     ReportedCheckpointStatus,
 )
 from lockstep._core.result import Result
+from lockstep._core.time_ledger import CheckpointAdvice, RankTime, TimeLedger
 from lockstep._internal.backends.base import Backend, BackendConfig
 from lockstep.train import collective, integrations
 from lockstep.train._legacy import Trainer, TrainingIterator
@@ -62,6 +63,7 @@ __all__ = [
     "BackendConfig",
     "BatchPredictor",
     "Checkpoint",
+    "CheckpointAdvice",
     "CheckpointConfig",
     "CheckpointConsistencyMode",
     "CheckpointUploadMode",
@@ -72,6 +74,7 @@ __all__ = [
     "Model",
     "Predictor",
     "PreemptionInfo",
+    "RankTime",
     "ReportedCheckpoint",
     "ReportedCheckpointStatus",
     "Result",
@@ -79,6 +82,7 @@ __all__ = [
     "RunContext",
     "ScalingConfig",
     "SyncConfig",
+    "TimeLedger",
     "TrainContext",
     "Trainer",
     "TrainingFailedError",

@@ -343,11 +343,16 @@ def _all_ranks(rows: Sequence[RankRow]) -> str:
         return f"all ranks in {first.facts['collective']} for {_secs(longest)}"
     if first.phase == "starting":
         return "starting: no rank runs its training function yet"
-    return f"all ranks training, the last report {_secs(min(_since(r) for r in rows))} ago"
-
-
-def _since(row: RankRow) -> float:
-    return row.since_last_report_s if row.since_last_report_s is not None else 0.0
+    since = [r.since_last_report_s for r in rows if r.since_last_report_s is not None]
+    steps = max(r.steps for r in rows)
+    if not since:
+        return "all ranks in their training function; none has reported yet"
+    where = {r.facts.get("where") for r in rows} - {None}
+    inside = f", in {where.pop()}" if len(where) == 1 else ""
+    return (
+        f"all ranks in their training function after step {steps}{inside}, the last report "
+        f"{_secs(min(since))} ago"
+    )
 
 
 def _stage(facts: Mapping[str, Any]) -> str:
@@ -375,7 +380,10 @@ def driver_note(pid: int, idle_s: float, main_thread: int | None) -> str | None:
             )
             frame = frame.f_back
         found = hang.innermost_user_frame(frames)
-        where = f", in {found.describe()}" if found is not None else ""
+        if frames:
+            where = f", in {frames[0].describe()}"
+            if found is not None and found is not frames[0]:
+                where += f" (from {found.describe()})"
     return f"the driver (pid {pid}) has not updated the run for {_secs(idle_s)}{where}"
 
 
