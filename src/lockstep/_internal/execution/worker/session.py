@@ -89,6 +89,8 @@ class Session:
         )
         self._conn = conn
         self._start = start
+        # The driver sent Stop (a worker that ignores a scheduler's SIGTERM takes its own)
+        self.stop_requested = False
         self._latest = start.checkpoint
         self._reported = start.reported
         self._pending_commits: list[_Reply] = []
@@ -398,6 +400,7 @@ class Session:
                 self._resolve("collective", message.seq, message)
             elif isinstance(message, Stop) and self._on_driver_lost is not None:
                 # Raise in the main thread through the process's own SIGTERM handler.
+                self.stop_requested = True
                 os.kill(os.getpid(), signal.SIGTERM)
         self._driver_lost()
 
