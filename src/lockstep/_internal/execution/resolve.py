@@ -198,6 +198,8 @@ def _cluster_gpus(scaling: ScalingConfig, launch: Launch, per_process: int) -> t
 
 
 def _warn_node_cpus(scaling: ScalingConfig, launch: Launch, per_process: int) -> None:
+    if not launch.is_driver:
+        return  # said once, by the driver
     per_node = per_process * launch.processes_per_node
     asked = per_node * scaling.num_cpus_per_worker
     have = launch.cpus_per_node or usable_cpus() * launch.processes_per_node

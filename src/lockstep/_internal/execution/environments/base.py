@@ -102,7 +102,7 @@ def read(env: Mapping[str, str], *names: str) -> dict[str, str]:
 # process starts must not take for its own (its ranks are lockstep's).
 _OWN_VARIABLES = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_TASK_PID", "MPI_LOCALRANKID",
                   "MPI_LOCALNRANKS")  # fmt: skip
-_OWN_PREFIXES = ("OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_ess", "PMI_", "PMIX_",
+_OWN_PREFIXES = ("OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_ess", "PMI_", "PMIX_", "PET_",
                  "TORCHELASTIC_")  # fmt: skip
 
 
