@@ -23,6 +23,9 @@ from hypothesis import settings
 
 from lockstep.train import RunConfig
 
+# The hosts and schedulers of multi-node tests (tests/cluster).
+pytest_plugins = ["tests.cluster.fixtures"]
+
 SESSION_MARK = "LOCKSTEP_TEST_SESSION"
 _BASE = pytest.StashKey[Path]()
 # Property tests: 40 examples each in the full run; `--hypothesis-profile=fast` for the
