@@ -7,8 +7,9 @@ process left on a host and removes the hosts.
 
 Fixtures (``tests/cluster/fixtures.py``, one of each per test session):
 
-- ``hosts``: :class:`~tests.cluster.hosts.Hosts` ``node1``, ``node2``, ``node3`` on
-  ``10.231.0.0/24`` (``node1`` is ``10.231.0.1``).
+- ``hosts``: :class:`~tests.cluster.hosts.Hosts` ``node1``..``node4`` on ``10.231.0.0/24``
+  (``node1`` is ``10.231.0.1``). Schedulers use node1 and node2; Ray's test cluster
+  (``tests/ray_cluster.py``) has its head on node1 and kills whole hosts node3 and node4.
   ``hosts.run(host, argv, timeout=..., env=..., as_name=...)`` runs a command as a host (its
   network, hostname, /etc/hosts) and fails with its output; ``hosts.popen(...)`` starts one;
   ``hosts.command(host, argv)`` is the argv that does it; ``hosts.address(host)``;

@@ -22,11 +22,14 @@ def require(*programs: str) -> None:
 
 @pytest.fixture(scope="session")
 def hosts() -> Iterator[Hosts]:
-    """Three hosts, ``node1``..``node3`` on 10.231.0.0/24, for the whole session."""
+    """Four hosts, ``node1``..``node4`` on 10.231.0.0/24, for the whole session: the
+    schedulers use node1 and node2; Ray's test cluster has its head on node1 and its other
+    nodes on node3 and node4, which it kills whole (a machine dying), so nothing else runs
+    there."""
     if os.geteuid() != 0:
         pytest.fail("the hosts need root (network namespaces). HINT: run as root", pytrace=False)
     require("ip", "nsenter", "unshare", "ping")
-    with Hosts(["node1", "node2", "node3"], prefix=f"lsh{os.getpid()}") as made:
+    with Hosts(["node1", "node2", "node3", "node4"], prefix=f"lsh{os.getpid()}") as made:
         yield made
 
 

@@ -32,8 +32,8 @@ def tree(
     hosts: Sequence[str],
     entry_point: str,
     source_dir: Path,
-    hyperparameters: Mapping[str, object] = {},  # noqa: B006 (never changed)
-    channels: Mapping[str, Path] = {},  # noqa: B006
+    hyperparameters: Mapping[str, object] = {},
+    channels: Mapping[str, Path] = {},
 ) -> dict[str, str]:
     """Lay out one instance's tree under ``base`` (``input/config``, ``input/data/CHANNEL``,
     ``model``, ``output``, ``code``); return the environment its ``train`` command needs."""

@@ -3,6 +3,7 @@ host, one ``slurmd`` on each host; job helpers that never wait without a limit."
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -104,7 +105,7 @@ class Slurm:
         (self.dir / "state").mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o755)  # munged refuses a socket directory others may write to
         key = self.dir / "munge.key"
-        key.write_bytes(Path("/dev/urandom").open("rb").read(1024))
+        key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         nodes = "\n".join(
             f"NodeName={n} NodeAddr={self.hosts.address(n)} CPUs={self.cpus} State=UNKNOWN"
@@ -166,9 +167,7 @@ class Slurm:
         self, argv: Sequence[str], timeout: float = 120, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """A SLURM client command run on the controller's host."""
-        return self.hosts.run(
-            self.controller, argv, timeout=timeout, env=self.env(), check=check
-        )
+        return self.hosts.run(self.controller, argv, timeout=timeout, env=self.env(), check=check)
 
     def wait_idle(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

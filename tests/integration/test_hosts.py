@@ -285,3 +285,28 @@ def test_down_leaves_nothing(tmp_path):
     assert not made.dir.exists()
     assert set(psutil.net_if_addrs()) == links_before
     assert made.prefix not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_readme_hosts_commands():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Multi-node tests on one machine", 1)[1]
+    commands = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert commands.splitlines()[0] == "scripts/hosts.sh up 2"
+    prefix = f"lshreadme{os.getpid()}"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "LOCKSTEP_HOSTS_PREFIX": prefix}
+    try:
+        done = subprocess.run(
+            ["bash", "-e", "-c", commands],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:  # whatever failed, take down what came up
+        subprocess.run(["bash", "scripts/hosts.sh", "down"], cwd=root, env=env, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "node1\t10.231.0.1" in done.stdout and "1 received" in done.stdout
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix not in namespaces
