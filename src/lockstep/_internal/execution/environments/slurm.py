@@ -30,6 +30,8 @@ VARIABLES = (
     "SLURM_LOCALID",
     "SLURM_NODEID",
     "SLURM_NNODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_NUM_NODES",
     "SLURM_STEP_NODELIST",
     "SLURM_JOB_NODELIST",
     "SLURM_STEP_TASKS_PER_NODE",
@@ -66,10 +68,10 @@ def detect(env: Mapping[str, str]) -> Launch | None:
         name="slurm",
         launcher=LAUNCHER,
         process_rank=integer(env, "SLURM_PROCID", LAUNCHER),
-        num_processes=integer(env, "SLURM_NTASKS", LAUNCHER),
+        num_processes=integer(env, _step(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"), LAUNCHER),
         local_process_rank=integer(env, "SLURM_LOCALID", LAUNCHER),
         processes_per_node=_tasks_here(env),
-        num_nodes=integer(env, "SLURM_NNODES", LAUNCHER),
+        num_nodes=integer(env, _step(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES"), LAUNCHER),
         node_rank=integer(env, "SLURM_NODEID", LAUNCHER),
         hosts=tuple(nodes),
         job_id=f"slurm-{job}",
@@ -97,6 +99,11 @@ def _allocation_shell(env: Mapping[str, str], job: str) -> Launch:
         gpus_per_node=optional_integer(env, "SLURM_GPUS_ON_NODE"),
         variables=read(env, *VARIABLES),
     )
+
+
+def _step(env: Mapping[str, str], step_variable: str, job_variable: str) -> str:
+    """The step's own count where srun sets it (a step may use part of the job)."""
+    return step_variable if step_variable in env else job_variable
 
 
 def job_id(env: Mapping[str, str]) -> str:

@@ -1,0 +1,89 @@
+"""One lockstep run across two hosts under each real launcher and scheduler: the script a
+user runs on a laptop, unchanged, with every launched process running it.
+
+Each run: 2 hosts, 2 workers on each, checkpoints from every rank; the ranks each worker
+saw; the code after ``fit()`` running once (in the driver, on the first host); a worker
+killed on the second host, restarted in place from the latest checkpoint, and the run
+finishing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+SCRIPT = str(Path(__file__).resolve().parents[1] / "cluster" / "lockstep_run.py")
+EPOCHS = 3
+KILLED = (3, 1)  # rank 3 (on the second host) is killed at epoch 1
+
+
+def run_argv(out: Path, storage: Path, name: str, workers: int = 4) -> list[str]:
+    kill_rank, kill_epoch = KILLED
+    return [sys.executable, SCRIPT, str(out), str(storage), name, str(workers), str(EPOCHS),
+            str(kill_rank), str(kill_epoch)]  # fmt: skip
+
+
+def seen_by_rank(out: Path) -> dict[int, list[dict]]:
+    seen: dict[int, list[dict]] = {}
+    for path in sorted(out.glob("seen-rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            seen.setdefault(row["rank"], []).append(row)
+    return seen
+
+
+def check_one_run_across_two_hosts(out: Path, run_dir: Path, hosts: tuple[str, str]) -> None:
+    """What every launcher's run must show (see the module's docstring)."""
+    after = list(out.glob("after-fit-*.json"))
+    assert [json.loads(p.read_text())["host"] for p in after] == [hosts[0]]
+    assert json.loads(after[0].read_text())["metrics"] == {"epoch": EPOCHS - 1}
+    seen = seen_by_rank(out)
+    assert sorted(seen) == [0, 1, 2, 3]
+    for rank, rows in seen.items():
+        last = rows[-1]
+        assert last["epoch"] == EPOCHS - 1
+        assert (last["host"], last["node_rank"], last["local_rank"]) == (
+            hosts[rank // 2],
+            rank // 2,
+            rank % 2,
+        )
+        assert (last["world_size"], last["local_world_size"]) == (4, 2)
+        env = last["env"]
+        # torchrun's variables, the worker's own; none of the launcher's about its process
+        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (
+            str(rank),
+            str(rank % 2),
+            "4",
+        )
+        assert (env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"]) == ("2", str(rank // 2))
+        assert env["SLURM_PROCID"] is None and env["OMPI_COMM_WORLD_RANK"] is None
+        assert env["PMI_RANK"] is None and env["TORCHELASTIC_RUN_ID"] is None
+    # the killed rank died before its epoch 1, and a new process of it ran from there
+    kill_rank, kill_epoch = KILLED
+    assert [r["epoch"] for r in seen[kill_rank]] == list(range(EPOCHS))
+    assert seen[kill_rank][kill_epoch - 1]["pid"] != seen[kill_rank][kill_epoch]["pid"]
+    state = json.loads((run_dir / "run_state.json").read_text())
+    assert state["num_failures"] == 1
+    final = run_dir / f"checkpoint_{EPOCHS - 1:06d}"
+    assert sorted(p.name for p in final.iterdir()) == [f"rank{r}.txt" for r in range(4)]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("tasks_per_node", [2, 1], ids=["task-per-worker", "task-per-node"])
+def test_slurm_srun_runs_one_run_across_two_nodes(slurm, tmp_path, tasks_per_node):
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    argv = " ".join(run_argv(out, storage, "slurm"))
+    job = slurm.sbatch(f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node={tasks_per_node} -o {out}/job.out
+srun {argv}
+""")
+    state = slurm.wait(job, timeout=480)
+    log = (out / "job.out").read_text()
+    assert state == "COMPLETED", log
+    check_one_run_across_two_hosts(out, storage / "slurm", ("node1", "node2"))
