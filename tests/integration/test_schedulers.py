@@ -10,10 +10,14 @@ finishing.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cluster import kubeflow, launchers
+from tests.cluster.fixtures import require
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -87,3 +91,82 @@ srun {argv}
     log = (out / "job.out").read_text()
     assert state == "COMPLETED", log
     check_one_run_across_two_hosts(out, storage / "slurm", ("node1", "node2"))
+
+
+def run_on_hosts(hosts, commands: dict[str, list[str]], timeout: float = 480, **options):
+    """Start each host's command at once; wait for all to end; their outputs."""
+    started = {
+        host: hosts.popen(
+            host, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options.get(host, {})
+        )
+        for host, argv in commands.items()
+    }
+    outputs = {}
+    try:
+        for host, proc in started.items():
+            outputs[host] = proc.communicate(timeout=timeout)[0]
+    finally:
+        for proc in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    for host, proc in started.items():
+        assert proc.returncode == 0, f"{host} exited {proc.returncode}:\n{outputs[host][-5000:]}"
+    return outputs
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nproc_per_node", [2, 1], ids=["process-per-worker", "agent-per-node"])
+def test_torchrun_agents_on_two_hosts_run_one_run(hosts, tmp_path, nproc_per_node):
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    endpoint = f"{hosts.address('node1')}:29471"
+    commands = {
+        host: launchers.torchrun(
+            run_argv(out, storage, "torchrun")[1:],
+            nnodes=2,
+            nproc_per_node=nproc_per_node,
+            endpoint=endpoint,
+            node_rank=node_rank,
+        )
+        for node_rank, host in enumerate(["node1", "node2"])
+    }
+    # torchrun as this interpreter's module: the workers import lockstep from this checkout
+    commands = {h: [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+                for h, argv in commands.items()}  # fmt: skip
+    run_on_hosts(hosts, commands)
+    check_one_run_across_two_hosts(out, storage / "torchrun", ("node1", "node2"))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("launcher", ["openmpi", "mpich"])
+def test_mpirun_across_two_hosts_runs_one_run(hosts, tmp_path, launcher):
+    command = {"openmpi": launchers.openmpi, "mpich": launchers.mpich}[launcher]
+    require(launchers.OPEN_MPI if launcher == "openmpi" else launchers.MPICH)
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    argv = command(hosts, ["node1", "node2"], 2, run_argv(out, storage, launcher))
+    run_on_hosts(hosts, {"node1": argv})
+    check_one_run_across_two_hosts(out, storage / launcher, ("node1", "node2"))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("job", ["pytorchjob", "trainjob"])
+def test_kubeflow_pods_run_one_run(hosts, tmp_path, job):
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    pods = (
+        kubeflow.pytorchjob("mnist", num_workers=1, nproc_per_node=2)
+        if job == "pytorchjob"
+        else kubeflow.trainjob("tj", num_nodes=2, nproc_per_node=2)
+    )
+    nodes = ["node1", "node2"]
+    for node, pod in zip(nodes, pods, strict=True):
+        hosts.alias(node, *pod.dns_names)
+    # the container's command is the script itself: one process per pod, 2 workers each
+    commands = {node: run_argv(out, storage, job) for node in nodes}
+    options = {
+        node: {"as_name": pod.name, "env": pod.env} for node, pod in zip(nodes, pods, strict=True)
+    }
+    run_on_hosts(hosts, commands, **options)
+    check_one_run_across_two_hosts(out, storage / job, (pods[0].name, pods[1].name))
