@@ -5,16 +5,20 @@ variables it was given) to ``OUT/seen-rank<R>.jsonl`` every epoch, and checkpoin
 of its own. The code after ``fit()`` writes ``OUT/after-fit-<host>-<pid>.json``: once,
 in the driver, whatever the number of processes.
 
-    python lockstep_run.py OUT STORAGE NAME NUM_WORKERS EPOCHS [KILL_RANK KILL_EPOCH] [SLEEP_S]
+    python lockstep_run.py --out OUT --storage STORAGE --name NAME --workers N --epochs E \
+        [--kill-rank R --kill-epoch K] [--sleep-s S] [--fail-at EPOCH]
+
+(options, so that SageMaker's toolkit passes them as its hyperparameters). ``--storage ""``
+and ``--name ""`` leave them to lockstep's defaults.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
 import socket
-import sys
 import tempfile
 import time
 
@@ -47,6 +51,7 @@ def train_func(config):
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "env": {k: os.environ.get(k) for k in SEEN_VARIABLES},
+            "rows": _rows(),
         }
         with open(os.path.join(config["out"], f"seen-rank{rank}.jsonl"), "a") as f:
             f.write(json.dumps(seen) + "\n")
@@ -57,28 +62,63 @@ def train_func(config):
             train.report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
 
 
+def _rows() -> int | None:
+    """The rows of this worker's shard of the "train" dataset, if the run has one."""
+    try:
+        shard = train.get_dataset_shard("train")
+    except (KeyError, ValueError):
+        return None
+    return sum(len(batch["x"]) for batch in shard.iter_batches(batch_size=10))
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--storage", default="")
+    parser.add_argument("--name", default="")
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--kill-rank", type=int)
+    parser.add_argument("--kill-epoch", type=int)
+    parser.add_argument("--sleep-s", type=float, default=0.0)
+    parser.add_argument("--fail-at", type=int, default=-1)
+    parser.add_argument("--data-from", default="", help="a variable naming a CSV directory")
+    return parser.parse_args()
+
+
 def main() -> None:
-    out, storage, name, workers, epochs = sys.argv[1:6]
+    args = arguments()
     faults = []
-    if len(sys.argv) > 7:
+    if args.kill_rank is not None:
         # SIGKILL, at once: the kernel's OOM killer or an operator's kill -9
-        rank, epoch = int(sys.argv[6]), int(sys.argv[7])
-        faults.append(Fault(kind="signal", signum=signal.SIGKILL, rank=rank, at_epoch=epoch))
-    sleep_s = float(sys.argv[8]) if len(sys.argv) > 8 else 0.0
+        kill = Fault(kind="signal", signum=signal.SIGKILL, rank=args.kill_rank,
+                     at_epoch=args.kill_epoch)  # fmt: skip
+        faults.append(kill)
+    if args.fail_at >= 0:  # every attempt fails: the run fails
+        faults.append(Fault(kind="raise", rank=0, at_epoch=args.fail_at, times=-1))
+    config = {"epochs": args.epochs, "faults": faults, "out": args.out, "sleep_s": args.sleep_s}
+    datasets = {}
+    if args.data_from:  # SageMaker's SM_CHANNEL_TRAIN, say
+        from lockstep import data
+
+        datasets["train"] = data.read_csv(os.environ[args.data_from])
     trainer = DataParallelTrainer(
         train_func,
-        train_loop_config={"epochs": int(epochs), "faults": faults, "out": out, "sleep_s": sleep_s},
-        scaling_config=ScalingConfig(num_workers=int(workers)),
+        datasets=datasets,
+        train_loop_config=config,
+        scaling_config=ScalingConfig(num_workers=args.workers),
         run_config=RunConfig(
-            name=name or None,
-            storage_path=storage,
+            name=args.name or None,
+            storage_path=args.storage or None,
             verbose=0,
             failure_config=FailureConfig(max_failures=1),
         ),
     )
     result = trainer.fit()
     after = {"host": socket.gethostname(), "metrics": result.metrics, "path": result.path}
-    with open(os.path.join(out, f"after-fit-{socket.gethostname()}-{os.getpid()}.json"), "w") as f:
+    with open(
+        os.path.join(args.out, f"after-fit-{socket.gethostname()}-{os.getpid()}.json"), "w"
+    ) as f:
         json.dump(after, f)
 
 

@@ -10,13 +10,14 @@ finishing.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster import kubeflow, launchers
+from tests.cluster import kubeflow, launchers, sagemaker
 from tests.cluster.fixtures import require
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -26,10 +27,17 @@ EPOCHS = 3
 KILLED = (3, 1)  # rank 3 (on the second host) is killed at epoch 1
 
 
-def run_argv(out: Path, storage: Path, name: str, workers: int = 4) -> list[str]:
+def run_options(out: Path, storage: Path | str, name: str, workers: int = 4) -> dict[str, str]:
+    """The script's options: 4 workers, a worker killed on the second host."""
     kill_rank, kill_epoch = KILLED
-    return [sys.executable, SCRIPT, str(out), str(storage), name, str(workers), str(EPOCHS),
-            str(kill_rank), str(kill_epoch)]  # fmt: skip
+    options = {"out": out, "storage": storage, "name": name, "workers": workers}
+    options |= {"epochs": EPOCHS, "kill-rank": kill_rank, "kill-epoch": kill_epoch}
+    return {k: str(v) for k, v in options.items()}
+
+
+def run_argv(out: Path, storage: Path | str, name: str, workers: int = 4) -> list[str]:
+    options = run_options(out, storage, name, workers)
+    return [sys.executable, SCRIPT, *(f"--{k}={v}" for k, v in options.items())]
 
 
 def seen_by_rank(out: Path) -> dict[int, list[dict]]:
@@ -39,6 +47,11 @@ def seen_by_rank(out: Path) -> dict[int, list[dict]]:
             row = json.loads(line)
             seen.setdefault(row["rank"], []).append(row)
     return seen
+
+
+def files_in(directory: Path) -> list[str]:
+    """The files a checkpoint's ranks wrote (lockstep's own metadata file left out)."""
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
 
 
 def check_one_run_across_two_hosts(out: Path, run_dir: Path, hosts: tuple[str, str]) -> None:
@@ -74,7 +87,7 @@ def check_one_run_across_two_hosts(out: Path, run_dir: Path, hosts: tuple[str, s
     state = json.loads((run_dir / "run_state.json").read_text())
     assert state["num_failures"] == 1
     final = run_dir / f"checkpoint_{EPOCHS - 1:06d}"
-    assert sorted(p.name for p in final.iterdir()) == [f"rank{r}.txt" for r in range(4)]
+    assert files_in(final) == [f"rank{r}.txt" for r in range(4)]
 
 
 @pytest.mark.timeout(600)
@@ -170,3 +183,87 @@ def test_kubeflow_pods_run_one_run(hosts, tmp_path, job):
     }
     run_on_hosts(hosts, commands, **options)
     check_one_run_across_two_hosts(out, storage / job, (pods[0].name, pods[1].name))
+
+
+def sagemaker_instances(hosts, tmp_path, names, nodes, hyperparameters, channels=None):
+    """Each instance's tree and ``train`` command (SageMaker's training toolkit)."""
+    source = tmp_path / "source"
+    source.mkdir(exist_ok=True)
+    shutil.copy(SCRIPT, source / "lockstep_run.py")
+    commands, options = {}, {}
+    for node, name in zip(nodes, names, strict=True):
+        env = sagemaker.tree(
+            tmp_path / name,
+            current_host=name,
+            hosts=names,
+            entry_point="lockstep_run.py",
+            source_dir=source,
+            hyperparameters=hyperparameters,
+            channels=channels or {},
+        )
+        commands[node] = [str(Path(sys.executable).parent / "train")]
+        options[node] = {"as_name": name, "env": env}
+    return commands, options
+
+
+@pytest.mark.timeout(600)
+def test_sagemaker_instances_run_one_run(hosts, tmp_path):
+    require(str(Path(sys.executable).parent / "train"))
+    out, storage, data = tmp_path / "out", tmp_path / "runs", tmp_path / "data"
+    out.mkdir()
+    data.mkdir()
+    (data / "rows.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(40)))
+    names = sagemaker.instances(hosts, ["node1", "node2"])
+    options = run_options(out, storage, "sagemaker") | {"data-from": "SM_CHANNEL_TRAIN"}
+    commands, run_options_ = sagemaker_instances(
+        hosts, tmp_path, names, ["node1", "node2"], options, {"train": data}
+    )
+    run_on_hosts(hosts, commands, **run_options_)
+    check_one_run_across_two_hosts(out, storage / "sagemaker", tuple(names))
+    # every row of the channel, read with lockstep.data, once across the workers
+    last = {rank: rows[-1] for rank, rows in seen_by_rank(out).items()}
+    assert sum(row["rows"] for row in last.values()) == 40
+    # the final checkpoint in the driver's model directory, which SageMaker uploads
+    model = tmp_path / names[0] / "model"
+    assert files_in(model) == [f"rank{r}.txt" for r in range(4)]
+    assert all((tmp_path / name / "output" / "success").exists() for name in names)
+
+
+@pytest.mark.timeout(600)
+def test_sagemaker_keeps_checkpoints_across_jobs_and_says_why_one_failed(hosts, tmp_path):
+    """One instance: the run goes to the job's checkpoint directory, where a later job
+    with the same checkpoint location finds it and continues; a failure's first 1,024
+    characters are the job's failure reason."""
+    require(str(Path(sys.executable).parent / "train"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (name,) = sagemaker.instances(hosts, ["node1"])
+    base = tmp_path / name
+    job = {"out": str(out), "workers": 2, "epochs": 2}
+    commands, options = sagemaker_instances(hosts, tmp_path, [name], ["node1"], job)
+    run_on_hosts(hosts, commands, **options)
+    run_dir = base / "checkpoints" / "lockstep_run-sagemaker"
+    assert json.loads((run_dir / "run_state.json").read_text())["training_iteration"] == 2
+    # the next job: the same checkpoints (SageMaker downloads them), a new tree otherwise
+    kept = tmp_path / "kept"
+    shutil.move(base / "checkpoints", kept)
+    shutil.rmtree(base)
+    commands, options = sagemaker_instances(hosts, tmp_path, [name], ["node1"], job | {"epochs": 4})
+    shutil.rmtree(base / "checkpoints")
+    shutil.move(kept, base / "checkpoints")
+    run_on_hosts(hosts, commands, **options)
+    epochs = [row["epoch"] for row in seen_by_rank(out)[0]]
+    assert epochs == [0, 1, 2, 3]  # the second job ran epochs 2 and 3 only
+    assert files_in(base / "model") == ["rank0.txt", "rank1.txt"]
+    # a job whose run fails
+    shutil.rmtree(base)
+    failing = job | {"epochs": 4, "fail-at": 0}
+    commands, options = sagemaker_instances(hosts, tmp_path, [name], ["node1"], failing)
+    proc = hosts.popen("node1", commands["node1"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, **options["node1"])  # fmt: skip
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0, output
+    reason = (base / "output" / "failure").read_text()
+    assert reason.startswith("WorkerGroupError: Training failed: rank 0 (pid ")
+    assert "raised InjectedFailure: injected failure on rank 0 at epoch 0" in reason
+    assert len(reason) <= 1024
