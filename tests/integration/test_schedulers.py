@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,47 @@ def test_sagemaker_keeps_checkpoints_across_jobs_and_says_why_one_failed(hosts, 
     assert reason.startswith("WorkerGroupError: Training failed: rank 0 (pid ")
     assert "raised InjectedFailure: injected failure on rank 0 at epoch 0" in reason
     assert len(reason) <= 1024
+
+
+def wait_for(path: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("signal", ["TERM", "USR1"])
+def test_slurm_signal_preempts_and_the_requeued_job_finishes_the_run(slurm, tmp_path, signal):
+    """SIGTERM (scancel, the time limit) or SLURM's warning before the time limit
+    (``--signal=USR1@90``): the next report's checkpoint is committed, every process
+    exits, the job is requeued, and the requeued job continues the run to its end; with
+    no name given, the run is named after the job, and that is how it is found again."""
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    options = run_options(out, storage, "") | {"epochs": "8", "sleep-s": "0.5"}
+    del options["kill-rank"], options["kill-epoch"]
+    argv = " ".join([sys.executable, SCRIPT, *(f"--{k}={v}" for k, v in options.items())])
+    job = slurm.sbatch(f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=2 --requeue --open-mode=append -o {out}/job.out
+srun {argv}
+""")
+    run_dir = storage / f"lockstep_run-slurm-{job}"
+    wait_for(run_dir / "checkpoint_000001")
+    slurm.command(["scancel", f"--signal={signal}", str(job)])  # to every task of the job
+    state = slurm.wait(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=600)
+    log = (out / "job.out").read_text()
+    assert state == "COMPLETED", log
+    assert slurm.job(job)["Restarts"] == "1", log
+    assert "requeued: it continues from the latest checkpoint" in log
+    # the code after fit() ran once: in the requeued job, at the end of the run
+    after = [json.loads(p.read_text()) for p in out.glob("after-fit-*.json")]
+    assert [(a["host"], a["metrics"]) for a in after] == [("node1", {"epoch": 7})]
+    state_file = json.loads((run_dir / "run_state.json").read_text())
+    assert state_file["training_iteration"] == 8
+    for rank, rows in seen_by_rank(out).items():
+        epochs = [row["epoch"] for row in rows]
+        # the requeued job went on from the checkpoint committed on the signal: no epoch
+        # was lost, at most the one in flight ran again
+        assert sorted(set(epochs)) == list(range(8)), (rank, epochs)
+        assert len(epochs) - len(set(epochs)) <= 1, (rank, epochs)
