@@ -151,7 +151,8 @@ def _cluster_plan(scaling: ScalingConfig, launch: Launch) -> ExecutionPlan:
         node_addresses=None,  # 5: known when the processes join
         launcher=Launcher.SCHEDULER,  # 6
         transport=Transport.TCP,  # 7
-        listen_host=node_address(launch),
+        # the driver's: a member's address is the one its connection to the driver has
+        listen_host=node_address(launch) if launch.is_driver else "",
         launch=launch,
         workers_per_process=per_process,
     )
@@ -232,10 +233,12 @@ def node_address(launch: Launch) -> str:
     except OSError:
         address = LOOPBACK
     if address.startswith("127."):
+        others = f" ({', '.join(launch.hosts)}, not reachable by name)" if launch.hosts else ""
         raise ValueError(
             f"this node's name {here!r} resolves to {address}, which other nodes cannot "
-            f"reach, and {launch.launcher} names no other node to find the way to. HINT: set "
-            "LOCKSTEP_NODE_ADDRESS to this node's address on the network the nodes share"
+            f"reach, and there is no other node of the launch to find the way to{others}. "
+            "HINT: set LOCKSTEP_NODE_ADDRESS to this node's address on the network the "
+            "nodes share"
         )
     return address
 
