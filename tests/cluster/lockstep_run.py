@@ -52,6 +52,7 @@ def train_func(config):
             "pid": os.getpid(),
             "env": {k: os.environ.get(k) for k in SEEN_VARIABLES},
             "rows": _rows(),
+            "sum": _all_reduce(rank) if config["torch"] else None,
         }
         with open(os.path.join(config["out"], f"seen-rank{rank}.jsonl"), "a") as f:
             f.write(json.dumps(seen) + "\n")
@@ -60,6 +61,16 @@ def train_func(config):
             with open(os.path.join(d, f"rank{rank}.txt"), "w") as f:
                 f.write(str(epoch))
             train.report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(d))
+
+
+def _all_reduce(rank: int) -> float:
+    """The ranks' sum over the workers' torch process group (gloo, across the hosts)."""
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor([rank + 1.0])
+    dist.all_reduce(total)
+    return float(total.item())
 
 
 def _rows() -> int | None:
@@ -83,6 +94,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--sleep-s", type=float, default=0.0)
     parser.add_argument("--fail-at", type=int, default=-1)
     parser.add_argument("--data-from", default="", help="a variable naming a CSV directory")
+    parser.add_argument("--torch", action="store_true", help="a TorchTrainer: all-reduce")
+    parser.add_argument("--hang-rank", type=int)
+    parser.add_argument("--hang-epoch", type=int, default=1)
     return parser.parse_args()
 
 
@@ -96,13 +110,20 @@ def main() -> None:
         faults.append(kill)
     if args.fail_at >= 0:  # every attempt fails: the run fails
         faults.append(Fault(kind="raise", rank=0, at_epoch=args.fail_at, times=-1))
+    if args.hang_rank is not None:  # a rank that hangs: the run fails naming it
+        faults.append(Fault(kind="hang", rank=args.hang_rank, at_epoch=args.hang_epoch))
     config = {"epochs": args.epochs, "faults": faults, "out": args.out, "sleep_s": args.sleep_s}
+    config["torch"] = args.torch
     datasets = {}
     if args.data_from:  # SageMaker's SM_CHANNEL_TRAIN, say
         from lockstep import data
 
         datasets["train"] = data.read_csv(os.environ[args.data_from])
-    trainer = DataParallelTrainer(
+    trainer_class = DataParallelTrainer
+    if args.torch:
+        from lockstep.train.torch import TorchTrainer as trainer_class
+    hang = {"hang_timeout_s": 10.0, "max_failures": 0} if args.hang_rank is not None else {}
+    trainer = trainer_class(
         train_func,
         datasets=datasets,
         train_loop_config=config,
@@ -111,7 +132,7 @@ def main() -> None:
             name=args.name or None,
             storage_path=args.storage or None,
             verbose=0,
-            failure_config=FailureConfig(max_failures=1),
+            failure_config=FailureConfig(**({"max_failures": 1} | hang)),
         ),
     )
     result = trainer.fit()

@@ -108,13 +108,26 @@ srun {argv}
 
 
 def run_on_hosts(hosts, commands: dict[str, list[str]], timeout: float = 480, **options):
-    """Start each host's command at once; wait for all to end; their outputs."""
-    started = {
+    """Start each host's command at once; wait for all to end (each must succeed); their
+    outputs."""
+    started = start_on_hosts(hosts, commands, **options)
+    outputs = finish(started, timeout)
+    for host, proc in started.items():
+        assert proc.returncode == 0, f"{host} exited {proc.returncode}:\n{outputs[host][-5000:]}"
+    return outputs
+
+
+def start_on_hosts(hosts, commands: dict[str, list[str]], **options):
+    return {
         host: hosts.popen(
             host, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options.get(host, {})
         )
         for host, argv in commands.items()
     }
+
+
+def finish(started, timeout: float = 480) -> dict[str, str]:
+    """Each process's output once it ended (killed, if it outlives ``timeout``)."""
     outputs = {}
     try:
         for host, proc in started.items():
@@ -124,8 +137,6 @@ def run_on_hosts(hosts, commands: dict[str, list[str]], timeout: float = 480, **
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    for host, proc in started.items():
-        assert proc.returncode == 0, f"{host} exited {proc.returncode}:\n{outputs[host][-5000:]}"
     return outputs
 
 
@@ -312,3 +323,100 @@ srun {argv}
         # was lost, at most the one in flight ran again
         assert sorted(set(epochs)) == list(range(8)), (rank, epochs)
         assert len(epochs) - len(set(epochs)) <= 1, (rank, epochs)
+
+
+def torchrun_on_two_hosts(hosts, argv: list[str], nproc_per_node: int = 2) -> dict[str, list[str]]:
+    """A torchrun agent's command on node1 and node2 (static rendezvous), with this
+    interpreter: its workers import lockstep from this checkout."""
+    endpoint = f"{hosts.address('node1')}:29471"
+    return {
+        host: [sys.executable, "-m", "torch.distributed.run", *launchers.torchrun(
+            argv[1:], nnodes=2, nproc_per_node=nproc_per_node, endpoint=endpoint,
+            node_rank=node_rank)[1:]]
+        for node_rank, host in enumerate(["node1", "node2"])
+    }  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+def test_torch_process_group_spans_two_slurm_nodes(slurm, tmp_path):
+    """TorchTrainer's gloo group across the hosts: every rank's all-reduce sums all four,
+    before and after a worker on the second host is killed."""
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    argv = " ".join([*run_argv(out, storage, "torch"), "--torch"])
+    job = slurm.sbatch(f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=2 -o {out}/job.out
+srun {argv}
+""")
+    assert slurm.wait(job, timeout=480) == "COMPLETED", (out / "job.out").read_text()
+    check_one_run_across_two_hosts(out, storage / "torch", ("node1", "node2"))
+    for rows in seen_by_rank(out).values():
+        assert {row["sum"] for row in rows} == {10.0}
+
+
+@pytest.mark.timeout(600)
+def test_a_hang_on_the_second_host_names_the_rank_with_every_nodes_stacks(hosts, tmp_path):
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    options = run_options(out, storage, "hang") | {"hang-rank": "3", "epochs": "3"}
+    del options["kill-rank"], options["kill-epoch"]
+    argv = [sys.executable, SCRIPT, *(f"--{k}={v}" for k, v in options.items())]
+    started = start_on_hosts(hosts, torchrun_on_two_hosts(hosts, argv))
+    outputs = finish(started)
+    assert started["node1"].returncode != 0 and started["node2"].returncode != 0
+    assert "rank 3 (pid " in outputs["node1"] and "made no progress for" in outputs["node1"]
+    stacks = (storage / "hang" / "errors" / "attempt_0.txt").read_text()
+    for rank in range(4):  # every rank's stack, the second host's read there
+        assert f"=== rank {rank} " in stacks
+    assert "_hang" in stacks.split("=== rank 3 ")[1]
+
+
+@pytest.mark.timeout(600)
+def test_storage_that_a_node_does_not_see_fails_before_training_on_every_node(hosts, tmp_path):
+    """Each host gets its own directory under the same name: the second cannot see the
+    driver's, as a node without the shared mount."""
+    out = tmp_path / "out"
+    out.mkdir()
+    commands = torchrun_on_two_hosts(hosts, run_argv(out, tmp_path / "runs", "unshared"))
+    commands["node2"] = [a.replace(str(tmp_path / "runs"), str(tmp_path / "node2-only"))
+                         for a in commands["node2"]]  # fmt: skip
+    env = {"LOCKSTEP_JOIN_TIMEOUT_S": "8"}
+    started = start_on_hosts(hosts, commands, node1={"env": env}, node2={"env": env})
+    outputs = finish(started)
+    assert started["node1"].returncode != 0 and started["node2"].returncode != 0
+    assert "did not join the run within 8 s" in outputs["node1"]
+    assert "storage_path must be a path every node sees" in outputs["node1"]
+    assert "found no driver to join in 8 s" in outputs["node2"]
+    assert "this node does not see its storage_path" in outputs["node2"]
+    assert not list(out.glob("seen-*"))  # no training started
+
+
+@pytest.mark.timeout(600)
+def test_kubeflow_reads_a_failed_run_as_permanent_and_a_preempted_one_as_retryable(hosts, tmp_path):
+    """PyTorchJob's restart policy reads the pods' exit statuses: 1-127 permanent,
+    128-255 retryable."""
+    pods = kubeflow.pytorchjob("exits", num_workers=1, nproc_per_node=2)
+    nodes = ["node1", "node2"]
+    for node, pod in zip(nodes, pods, strict=True):
+        hosts.alias(node, *pod.dns_names)
+    options = {
+        node: {"as_name": pod.name, "env": pod.env} for node, pod in zip(nodes, pods, strict=True)
+    }
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    failing = [*run_argv(out, storage, "failing"), "--fail-at=0"]
+    started = start_on_hosts(hosts, dict.fromkeys(nodes, failing), **options)
+    outputs = finish(started)
+    assert {n: p.returncode for n, p in started.items()} == {"node1": 1, "node2": 1}, outputs
+    # preempted: SIGTERM to every process of both pods, as Kubernetes stops them
+    slow = run_options(out, storage, "preempted") | {"epochs": "30", "sleep-s": "0.3"}
+    del slow["kill-rank"], slow["kill-epoch"]
+    argv = [sys.executable, SCRIPT, *(f"--{k}={v}" for k, v in slow.items())]
+    started = start_on_hosts(hosts, dict.fromkeys(nodes, argv), **options)
+    wait_for(storage / "preempted" / "checkpoint_000001")
+    for node in nodes:
+        hosts.kill(node, "TERM")
+    outputs = finish(started)
+    assert {n: p.returncode for n, p in started.items()} == {"node1": 130, "node2": 130}, outputs
+    state = json.loads((storage / "preempted" / "run_state.json").read_text())
+    assert state["latest"] is not None
