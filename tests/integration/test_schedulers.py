@@ -420,3 +420,77 @@ def test_kubeflow_reads_a_failed_run_as_permanent_and_a_preempted_one_as_retryab
     assert {n: p.returncode for n, p in started.items()} == {"node1": 130, "node2": 130}, outputs
     state = json.loads((storage / "preempted" / "run_state.json").read_text())
     assert state["latest"] is not None
+
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SCHEDULERS = README.split("## Schedulers: SLURM, torchrun, MPI, Kubeflow, SageMaker", 1)[1]
+SCHEDULERS = SCHEDULERS.split("\n## ", 1)[0]
+
+
+def readme_block(after: str) -> str:
+    """The first ``sh`` block of the Schedulers section after the text ``after``."""
+    return SCHEDULERS.split(after, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def example_ran(storage: Path, text: str) -> Path:
+    """The example's one run under ``storage``, checked: it printed its metrics once."""
+    assert text.count("{'epoch': 5, 'loss': ") == 1, text
+    (run_dir,) = [p for p in storage.iterdir() if p.name != ".lockstep"]
+    state = json.loads((run_dir / "run_state.json").read_text())
+    assert state["training_iteration"] == 6
+    return run_dir
+
+
+@pytest.mark.timeout(600)
+def test_the_sbatch_example_runs_on_two_slurm_nodes(slurm, tmp_path):
+    example = (ROOT / "examples" / "slurm_job.sbatch").read_text()
+    for line in readme_block("**SLURM**").splitlines():  # the README shows the example
+        assert line in example.splitlines(), line
+    storage = tmp_path / "runs"
+    job = slurm.sbatch(
+        str(ROOT / "examples" / "slurm_job.sbatch"),
+        f"--chdir={ROOT}",
+        f"--output={tmp_path}/job.out",
+        f"--export=ALL,LOCKSTEP_STORAGE_PATH={storage}",
+    )
+    state = slurm.wait(job, timeout=480)
+    log = (tmp_path / "job.out").read_text()
+    assert state == "COMPLETED", log
+    assert example_ran(storage, log).name == f"lockstep_run-slurm-{job}"  # named after the job
+
+
+@pytest.mark.timeout(600)
+def test_the_readmes_torchrun_line_runs_on_two_hosts(hosts, tmp_path):
+    (line,) = readme_block("**torchrun**").strip().splitlines()
+    assert line.startswith("torchrun ")
+    # torchrun as this interpreter's module: the script imports lockstep from this checkout
+    argv = [sys.executable, "-m", "torch.distributed.run", *line.split()[1:]]
+    storage = tmp_path / "runs"
+    env = {"LOCKSTEP_STORAGE_PATH": str(storage)}
+    where = {"env": env, "cwd": ROOT}
+    started = start_on_hosts(
+        hosts, dict.fromkeys(["node1", "node2"], argv), node1=where, node2=where
+    )
+    outputs = finish(started)
+    assert {h: p.returncode for h, p in started.items()} == {"node1": 0, "node2": 0}, outputs
+    example_ran(storage, outputs["node1"] + outputs["node2"])
+
+
+@pytest.mark.timeout(600)
+def test_the_readmes_mpirun_line_runs_on_two_hosts(hosts, tmp_path):
+    require(launchers.OPEN_MPI)
+    (line,) = readme_block("**MPI**").strip().splitlines()
+    argv = line.split()
+    assert argv[0] == "mpirun"
+    # the hosts' remote-shell agent instead of ssh, and their network (launchers.openmpi)
+    subnet = f"{hosts.subnet}.0/24"
+    here = ["--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", hosts.rsh]
+    here += ["--mca", "oob_tcp_if_include", subnet, "--mca", "btl_tcp_if_include", subnet]
+    storage = tmp_path / "runs"
+    env = {"LOCKSTEP_STORAGE_PATH": str(storage)}
+    started = start_on_hosts(hosts, {"node1": [launchers.OPEN_MPI, *here, *argv[1:]]},
+                             node1={"env": env, "cwd": ROOT})  # fmt: skip
+    output = finish(started)["node1"]
+    assert started["node1"].returncode == 0, output
+    example_ran(storage, output)
