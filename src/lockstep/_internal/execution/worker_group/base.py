@@ -18,6 +18,7 @@ execution plan's (``execution/plan.py``): a group carries the plan out.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import select
 import selectors
@@ -33,7 +34,7 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import STAGING_DIR, StorageDir
-from lockstep._internal.backends.base import Backend
+from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
     CheckpointCommitted,
@@ -41,6 +42,7 @@ from lockstep._internal.execution.messages import (
     CollectiveRequest,
     Failed,
     Heartbeat,
+    LocalFunction,
     Preempted,
     Report,
     Returned,
@@ -59,7 +61,7 @@ class WorkerGroupSpec:
 
     num_workers: int
     experiment_name: str
-    train_fn: bytes
+    train_fn: bytes | LocalFunction
     backend: Backend
     run_dir: StorageDir
     checkpoint: Checkpoint | None = None
@@ -69,11 +71,12 @@ class WorkerGroupSpec:
     datasets: list[dict[str, Any]] = field(default_factory=list)
     sys_path: tuple[str, ...] = ()
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
+    trial: dict[str, Any] = field(default_factory=dict)  # a Tune trial's context fields
 
     def worker_start(self, context: TrainContext) -> WorkerStart:
         rank = context.world_rank
         return WorkerStart(
-            context=context,
+            context=dataclasses.replace(context, **self.trial) if self.trial else context,
             train_fn=self.train_fn,
             backend=ByValue(self.backend),
             run_dir=self.run_dir,
@@ -131,6 +134,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
+        self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
@@ -140,6 +144,8 @@ class ConnectedWorkerGroup(abc.ABC):
         self._topology = self._place(spec)
         contexts = self._contexts(spec, self._topology)
         self._backend = spec.backend
+        self._ray_hooks(spec.backend, spec.num_workers, "on_start", "on_training_start")
+        self._num_workers = spec.num_workers
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
         self._stack_fds = {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
@@ -256,9 +262,19 @@ class ConnectedWorkerGroup(abc.ABC):
             backend, self._backend = self._backend, None
             if backend is not None:
                 backend.on_group_shutdown()
+                self._ray_hooks(backend, self._num_workers, "on_shutdown")
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
+
+    @staticmethod
+    def _ray_hooks(backend: Backend, num_workers: int, *names: str) -> None:
+        """Ray's driver-side Backend hooks (``on_start``, ``on_training_start`` before the
+        workers start, ``on_shutdown`` after they stopped), for backends written for Ray."""
+        info = WorkerGroupInfo(num_workers=num_workers)
+        config = getattr(backend, "config", None)
+        for name in names:
+            getattr(backend, name)(info, config)
 
     def _send_running(self, message: object) -> None:
         """Send ``message`` to every worker that has not finished (pickled once: this is

@@ -6,6 +6,7 @@ checkpoints and failures behave the same; a breakpoint in the training function 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from multiprocessing import Pipe
@@ -38,18 +39,20 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         ours, theirs = Pipe()
+        # Handed over as it is, never pickled: the function and its datasets are shared
+        # with the driver (a Tune function trial's large objects are not copied).
+        start = dataclasses.replace(starts[0], backend=spec.backend)
         self._thread = threading.Thread(
-            target=self._run, args=(theirs,), name="lockstep-inline-rank0", daemon=True
+            target=self._run, args=(theirs, start), name="lockstep-inline-rank0", daemon=True
         )
         self._thread.start()
         self._conn = ours
-        self._send_starts({0: ours}, starts)
         return {0: ours}
 
     @staticmethod
-    def _run(conn: Connection) -> None:
+    def _run(conn: Connection, start: WorkerStart) -> None:
         try:
-            run_worker(conn, in_process=True)
+            run_worker(conn, in_process=True, start=start)
         finally:
             conn.close()
 
