@@ -17,6 +17,7 @@ import pytest
 from tests.cluster import kubeflow, launchers, sagemaker
 from tests.cluster.fixtures import require
 from tests.cluster.hosts import Hosts
+from tests.helpers import worker_processes
 
 ALLREDUCE = str(Path(__file__).resolve().parents[1] / "cluster" / "allreduce.py")
 
@@ -73,6 +74,7 @@ def test_a_tcp_connection_crosses_hosts(hosts):
 
 
 def test_srun_runs_on_both_nodes_with_their_ranks(slurm):
+    assert not worker_processes()  # the daemons are no children of the tests (init's)
     done = slurm.srun(["-N2", "--ntasks-per-node=1", "hostname"])
     assert sorted(done.stdout.split()) == ["node1", "node2"]
     line = "echo $SLURM_PROCID $SLURM_NODEID $SLURM_LOCALID $(hostname) $SLURM_JOB_NODELIST"
