@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -136,6 +137,34 @@ def test_mpich_starts_ranks_on_both_hosts(hosts):
     argv = launchers.mpich(hosts, ["node1", "node2"], 1, ["sh", "-c", line])
     done = hosts.run("node1", argv, timeout=60)
     assert sorted(done.stdout.splitlines()) == ["node1 0 2 0 1", "node2 1 2 0 1"]
+
+
+def test_mpirun_inside_an_sbatch_allocation(slurm, tmp_path):
+    require(launchers.OPEN_MPI, launchers.MPICH)
+    out = tmp_path / "job.out"
+    openmpi = "echo openmpi $(hostname) $OMPI_COMM_WORLD_RANK $SLURM_PROCID $SLURM_NTASKS"
+    mpich = "echo mpich $(hostname) $PMI_RANK $SLURM_PROCID"
+    lines = [
+        launchers.openmpi_in_allocation(slurm.hosts, ["sh", "-c", openmpi]),
+        launchers.mpich_in_allocation(["sh", "-c", mpich]),
+    ]
+    script = f"#!/bin/sh\n#SBATCH -N2 --ntasks-per-node=2 -o {out}\n"
+    script += "".join(shlex.join(line) + "\n" for line in lines)
+    job = slurm.sbatch(script)
+    assert slurm.wait(job, timeout=120) == "COMPLETED", out.read_text()
+    # Open MPI's ranks all see SLURM_PROCID=0, and SLURM_NTASKS differs between the nodes
+    assert sorted(line for line in out.read_text().splitlines() if "openmpi" in line) == [
+        "openmpi node1 0 0 4",
+        "openmpi node1 1 0 4",
+        "openmpi node2 2 0 1",
+        "openmpi node2 3 0 1",
+    ]
+    assert sorted(line for line in out.read_text().splitlines() if "mpich" in line) == [
+        "mpich node1 0 0",
+        "mpich node1 1 0",
+        "mpich node2 2 1",
+        "mpich node2 3 1",
+    ]
 
 
 def run_on_each(hosts, commands: dict[str, list[str]], timeout: float = 240, **kwargs):
