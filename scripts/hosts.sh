@@ -34,9 +34,12 @@ IFACE=host0  # each host's interface: not eth0, so that it is never taken for th
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 
-names() { [ -f "$DIR/names" ] || die "no hosts are up under $DIR (prefix $PREFIX)"; cat "$DIR/names"; }
+require_up() { [ -f "$DIR/names" ] || die "no hosts are up under $DIR (prefix $PREFIX)"; }
+
+names() { cat "$DIR/names"; }
 
 index_of() {  # the 1-based position of host $1
+    require_up
     local i=0 name
     for name in $(names); do
         i=$((i + 1))
@@ -154,6 +157,7 @@ down() {
 }
 
 status() {
+    require_up
     local i=0 name
     for name in $(names); do
         i=$((i + 1))
@@ -168,7 +172,8 @@ case "$command" in
     up) up "$@" ;;
     exec) run_as "$@" ;;
     alias) [ $# -ge 2 ] || die "alias needs a host and names"; alias_names "$@" ;;
-    addr) [ $# -eq 1 ] || die "addr needs a host"; echo "$SUBNET.$(index_of "$1")" ;;
+    addr) [ $# -eq 1 ] || die "addr needs a host"; index_of "$1" >/dev/null
+          echo "$SUBNET.$(index_of "$1")" ;;
     kill) [ $# -ge 1 ] || die "kill needs a host"; index_of "$1" >/dev/null
           signal_namespace "$PREFIX-$1" "${2:-KILL}" ;;
     status) status ;;

@@ -5,9 +5,39 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import psutil
+
+
+def stop(processes: Sequence[psutil.Process], timeout: float = 15) -> None:
+    """SIGTERM ``processes``, then SIGKILL those still running after ``timeout``; return
+    when all are gone (a zombie is gone: init reaps it)."""
+
+    def running() -> list[psutil.Process]:
+        alive = []
+        for p in processes:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                continue
+        return alive
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in running():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)
+        deadline = time.monotonic() + timeout
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if left := running():
+        raise AssertionError(f"processes did not stop: {[p.pid for p in left]}")
+
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hosts.sh"
 _CLONE_NEWNET = 0x40000000
@@ -124,6 +154,21 @@ class Hosts:
             text=True,
             **kwargs,
         )
+
+    def daemon(
+        self, host: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None
+    ) -> psutil.Process:
+        """Start ``argv`` on ``host`` as a daemon, output to ``log``: no child of this
+        process (init is its parent, as for a daemon a scheduler starts), so that tests
+        which count this process's children do not see it. Stop it with :func:`stop`."""
+        detach = 'setsid "$@" </dev/null >"$LOCKSTEP_DAEMON_LOG" 2>&1 & echo $!'
+        done = self.run(
+            host,
+            ["sh", "-c", detach, "sh", *argv],
+            env={**(env or {}), "LOCKSTEP_DAEMON_LOG": str(log)},
+            timeout=30,
+        )
+        return psutil.Process(int(done.stdout))
 
     def kill(self, host: str, signal: str = "KILL") -> None:
         """Signal every process on ``host``: ``KILL`` is the machine dying."""

@@ -1,6 +1,7 @@
 """Command lines of the real launchers across the hosts: Open MPI's and MPICH's ``mpirun``
-and ``torchrun``. Each is run as the first host named (``hosts.run(nodes[0], argv)``) for
-``mpirun``, or on every host (one agent each) for ``torchrun``."""
+and ``torchrun``. An ``mpirun`` runs as the first host named (``hosts.run(nodes[0], argv)``)
+or, ``*_in_allocation``, inside a SLURM job (which starts the ranks with ``srun``); a
+``torchrun`` runs on every host (one agent each)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,25 @@ def openmpi(hosts: Hosts, nodes: Sequence[str], per_node: int, argv: Sequence[st
         "-np", str(per_node * len(nodes)),
         *argv,
     ]  # fmt: skip
+
+
+def openmpi_in_allocation(hosts: Hosts, argv: Sequence[str]) -> list[str]:
+    """Open MPI's ``mpirun`` in an ``sbatch`` script: one rank per task of the allocation,
+    started through SLURM. Every rank then sees ``SLURM_PROCID=0``, and ``SLURM_NTASKS``
+    differs between nodes: MPI's variables are the ones that hold."""
+    subnet = f"{hosts.subnet}.0/24"
+    return [
+        OPEN_MPI,
+        "--allow-run-as-root",
+        "--mca", "oob_tcp_if_include", subnet,
+        "--mca", "btl_tcp_if_include", subnet,
+        *argv,
+    ]  # fmt: skip
+
+
+def mpich_in_allocation(argv: Sequence[str]) -> list[str]:
+    """MPICH's ``mpirun`` in an ``sbatch`` script: one rank per task, started through SLURM."""
+    return [MPICH, "-iface", "host0", *argv]
 
 
 def mpich(hosts: Hosts, nodes: Sequence[str], per_node: int, argv: Sequence[str]) -> list[str]:

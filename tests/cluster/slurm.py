@@ -10,7 +10,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.cluster.hosts import Hosts
+import psutil
+
+from tests.cluster.hosts import Hosts, stop
 
 # slurmd drains a node whose slurm.conf CPUs differ from the hardware: config_overrides
 # lets the conf win (every host shares this machine's cores). A requeued job waits
@@ -68,7 +70,7 @@ class Slurm:
         self.kill_wait_s = kill_wait_s
         self.dir = hosts.dir / "slurm"
         self.conf = self.dir / "slurm.conf"
-        self._daemons: list[subprocess.Popen[str]] = []
+        self._daemons: list[psutil.Process] = []
 
     @property
     def controller(self) -> str:
@@ -90,15 +92,8 @@ class Slurm:
         self.wait_idle(timeout)
 
     def stop(self) -> None:
-        """End the daemons (and their jobs), then reap them."""
-        for node in self.nodes:
-            self.hosts.kill(node, "TERM")
-        for daemon in self._daemons:
-            try:
-                daemon.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
+        """Stop the daemons (each slurmd ends its jobs' processes as it stops)."""
+        stop(self._daemons)
         self._daemons.clear()
 
     def _write_config(self) -> None:
@@ -136,18 +131,8 @@ class Slurm:
         ]
 
     def _start(self, host: str, argv: list[str]) -> None:
-        log = open(self.dir / f"{argv[0]}-{host}.out", "w")  # noqa: SIM115 (the daemon's)
-        with log:
-            self._daemons.append(
-                self.hosts.popen(
-                    host,
-                    argv,
-                    env=self.env(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+        log = self.dir / f"{argv[0]}-{host}.out"
+        self._daemons.append(self.hosts.daemon(host, argv, log, env=self.env()))
 
     def _wait_for(self, path: Path, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -4,8 +4,10 @@ pods, and a `down` that leaves nothing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 from tests.cluster import kubeflow, launchers, sagemaker
 from tests.cluster.fixtures import require
 from tests.cluster.hosts import Hosts
+from tests.helpers import worker_processes
 
 ALLREDUCE = str(Path(__file__).resolve().parents[1] / "cluster" / "allreduce.py")
 
@@ -73,6 +76,7 @@ def test_a_tcp_connection_crosses_hosts(hosts):
 
 
 def test_srun_runs_on_both_nodes_with_their_ranks(slurm):
+    assert not worker_processes()  # the daemons are no children of the tests (init's)
     done = slurm.srun(["-N2", "--ntasks-per-node=1", "hostname"])
     assert sorted(done.stdout.split()) == ["node1", "node2"]
     line = "echo $SLURM_PROCID $SLURM_NODEID $SLURM_LOCALID $(hostname) $SLURM_JOB_NODELIST"
@@ -136,16 +140,52 @@ def test_mpich_starts_ranks_on_both_hosts(hosts):
     assert sorted(done.stdout.splitlines()) == ["node1 0 2 0 1", "node2 1 2 0 1"]
 
 
-def run_on_each(hosts, commands: dict[str, list[str]], timeout: float = 240, **kwargs):
-    """Start each host's command at once; wait for all; their stdout lines, as JSON."""
+def test_mpirun_inside_an_sbatch_allocation(slurm, tmp_path):
+    require(launchers.OPEN_MPI, launchers.MPICH)
+    out = tmp_path / "job.out"
+    openmpi = "echo openmpi $(hostname) $OMPI_COMM_WORLD_RANK $SLURM_PROCID $SLURM_NTASKS"
+    mpich = "echo mpich $(hostname) $PMI_RANK $SLURM_PROCID"
+    lines = [
+        launchers.openmpi_in_allocation(slurm.hosts, ["sh", "-c", openmpi]),
+        launchers.mpich_in_allocation(["sh", "-c", mpich]),
+    ]
+    script = f"#!/bin/sh\n#SBATCH -N2 --ntasks-per-node=2 -o {out}\n"
+    script += "".join(shlex.join(line) + "\n" for line in lines)
+    job = slurm.sbatch(script)
+    assert slurm.wait(job, timeout=120) == "COMPLETED", out.read_text()
+    # Open MPI's ranks all see SLURM_PROCID=0, and SLURM_NTASKS differs between the nodes
+    assert sorted(line for line in out.read_text().splitlines() if "openmpi" in line) == [
+        "openmpi node1 0 0 4",
+        "openmpi node1 1 0 4",
+        "openmpi node2 2 0 1",
+        "openmpi node2 3 0 1",
+    ]
+    assert sorted(line for line in out.read_text().splitlines() if "mpich" in line) == [
+        "mpich node1 0 0",
+        "mpich node1 1 0",
+        "mpich node2 2 1",
+        "mpich node2 3 1",
+    ]
+
+
+def run_on_each(hosts, commands, timeout: float = 240) -> dict[str, str]:
+    """Start each host's command at once (``host: (argv, popen options)``), wait for all to
+    succeed; each host's standard output."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     started = {
-        host: hosts.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-        for host, argv in commands.items()
+        host: hosts.popen(host, argv, **pipes, **options)
+        for host, (argv, options) in commands.items()
     }
     outputs = {host: proc.communicate(timeout=timeout) for host, proc in started.items()}
     for host, proc in started.items():
-        assert proc.returncode == 0, f"{host}: {outputs[host][1][-3000:]}"
-    return [json.loads(line) for out, _ in outputs.values() for line in out.splitlines()]
+        assert proc.returncode == 0, f"{host}: {outputs[host][0][-2000:]}{outputs[host][1][-3000:]}"
+    return {host: out for host, (out, _) in outputs.items()}
+
+
+def ranks_seen(outputs: dict[str, str]) -> list[dict]:
+    """What each process of ``allreduce.py`` printed, by rank."""
+    seen = [json.loads(line) for out in outputs.values() for line in out.splitlines()]
+    return sorted(seen, key=lambda s: s["rank"])
 
 
 @pytest.mark.slow
@@ -153,22 +193,21 @@ def run_on_each(hosts, commands: dict[str, list[str]], timeout: float = 240, **k
 @pytest.mark.parametrize("rendezvous", ["static", "c10d"])
 def test_torchrun_agents_on_two_hosts_all_reduce(hosts, rendezvous):
     endpoint = f"{hosts.address('node1') if rendezvous == 'static' else 'node1'}:29400"
-    commands = {
-        host: launchers.torchrun(
-            [ALLREDUCE],
-            nnodes=2,
-            nproc_per_node=2,
-            endpoint=endpoint,
-            node_rank=rank if rendezvous == "static" else None,
-            rdzv_id="allreduce",
-        )
-        for rank, host in enumerate(["node1", "node2"])
-    }
-    seen = sorted(run_on_each(hosts, commands), key=lambda s: s["rank"])
+    agent = functools.partial(
+        launchers.torchrun, [ALLREDUCE], nnodes=2, nproc_per_node=2, endpoint=endpoint
+    )
+    if rendezvous == "static":
+        commands = {h: (agent(node_rank=r), {}) for r, h in enumerate(["node1", "node2"])}
+    else:
+        commands = {h: (agent(rdzv_id="allreduce"), {}) for h in ["node1", "node2"]}
+    seen = ranks_seen(run_on_each(hosts, commands))
     assert [s["rank"] for s in seen] == [0, 1, 2, 3]
     assert {s["sum"] for s in seen} == {10.0}  # 1 + 2 + 3 + 4, on every rank
-    assert {s["host"] for s in seen[:2]} | {s["host"] for s in seen[2:]} == {"node1", "node2"}
-    assert seen[0]["host"] != seen[2]["host"]
+    # a node's ranks are contiguous (which node is rank 0's under c10d is the agents' race)
+    assert [s["host"] for s in seen] in (
+        ["node1"] * 2 + ["node2"] * 2,
+        ["node2"] * 2 + ["node1"] * 2,
+    )
     assert [s["env"]["LOCAL_RANK"] for s in seen] == ["0", "1", "0", "1"]
     assert {s["env"]["WORLD_SIZE"] for s in seen} == {"4"}
 
@@ -185,16 +224,17 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "seen.json"), "w") as f:
 
 @pytest.mark.slow
 def test_sagemaker_toolkit_trains_on_two_instances(hosts, tmp_path):
-    require(str(Path(sys.executable).parent / "train"))
+    train = str(Path(sys.executable).parent / "train")  # the toolkit's command
+    require(train)
     source, data = tmp_path / "source", tmp_path / "data"
     source.mkdir()
     data.mkdir()
     (source / "entry.py").write_text(ENTRY_POINT)
     (data / "rows.csv").write_text("x,y\n1,2\n")
     names = sagemaker.instances(hosts, ["node1", "node2"])
-    commands, envs = {}, {}
+    commands = {}
     for node, name in zip(["node1", "node2"], names, strict=True):
-        envs[node] = sagemaker.tree(
+        env = sagemaker.tree(
             tmp_path / name,
             current_host=name,
             hosts=names,
@@ -203,15 +243,8 @@ def test_sagemaker_toolkit_trains_on_two_instances(hosts, tmp_path):
             hyperparameters={"epochs": 3},
             channels={"train": data},
         )
-        commands[node] = [str(Path(sys.executable).parent / "train")]
-    procs = {
-        node: hosts.popen(node, argv, as_name=names[i], env=envs[node], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-        for i, (node, argv) in enumerate(commands.items())
-    }  # fmt: skip
-    outs = {node: proc.communicate(timeout=120)[0] for node, proc in procs.items()}
-    for node, proc in procs.items():
-        assert proc.returncode == 0, outs[node]
+        commands[node] = ([train], {"as_name": name, "env": env})
+    run_on_each(hosts, commands, timeout=120)
     for name in names:
         assert (tmp_path / name / "output" / "success").exists()
         seen = json.loads((tmp_path / name / "model" / "seen.json").read_text())
@@ -227,7 +260,7 @@ def test_sagemaker_toolkit_trains_on_two_instances(hosts, tmp_path):
 def test_pytorchjob_pods_join_one_world(hosts):
     pods = kubeflow.pytorchjob("mnist", num_workers=1)
     commands = pod_commands(hosts, pods, [sys.executable, ALLREDUCE])
-    seen = sorted(run_pods(hosts, pods, commands), key=lambda s: s["rank"])
+    seen = ranks_seen(run_on_each(hosts, commands))
     assert [(s["host"], s["rank"], s["sum"]) for s in seen] == [
         ("mnist-master-0", 0, 3.0),
         ("mnist-worker-0", 1, 3.0),
@@ -241,7 +274,7 @@ def test_pytorchjob_pods_join_one_world(hosts):
 def test_trainjob_pods_run_a_bare_torchrun(hosts):
     pods = kubeflow.trainjob("tj", num_nodes=2, nproc_per_node=2)
     commands = pod_commands(hosts, pods, ["torchrun", ALLREDUCE])
-    seen = sorted(run_pods(hosts, pods, commands), key=lambda s: s["rank"])
+    seen = ranks_seen(run_on_each(hosts, commands))
     assert [s["rank"] for s in seen] == [0, 1, 2, 3]
     assert {s["sum"] for s in seen} == {10.0}
     assert [s["host"] for s in seen] == ["tj-node-0-0"] * 2 + ["tj-node-0-1"] * 2
@@ -253,19 +286,7 @@ def pod_commands(hosts, pods, argv):
     nodes = hosts.names[: len(pods)]
     for node, pod in zip(nodes, pods, strict=True):
         hosts.alias(node, *pod.dns_names)
-    return dict(zip(nodes, [(pod, argv) for pod in pods], strict=True))
-
-
-def run_pods(hosts, pods, commands, timeout: float = 240):
-    started = {
-        node: hosts.popen(node, argv, as_name=pod.name, env=pod.env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
-        for node, (pod, argv) in commands.items()
-    }  # fmt: skip
-    outputs = {node: proc.communicate(timeout=timeout) for node, proc in started.items()}
-    for node, proc in started.items():
-        assert proc.returncode == 0, f"{node}: {outputs[node][1][-3000:]}"
-    return [json.loads(line) for out, _ in outputs.values() for line in out.splitlines()]
+    return {n: (argv, {"as_name": p.name, "env": p.env}) for n, p in zip(nodes, pods, strict=True)}
 
 
 def test_down_leaves_nothing(tmp_path):
