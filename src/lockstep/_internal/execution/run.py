@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -98,7 +99,7 @@ def _slurm_warning(plan: ExecutionPlan, controller: Controller) -> Iterator[None
 
 def _requeue(plan: ExecutionPlan) -> None:
     if plan.launch is not None and plan.launch.slurm_job is not None:
-        print(f"lockstep: {slurm.requeue(plan.launch.slurm_job)}", flush=True)
+        print(f"lockstep: {slurm.requeue(plan.launch.slurm_job)}", file=sys.stderr, flush=True)
 
 
 def _keep_model(plan: ExecutionPlan, result: Result) -> None:

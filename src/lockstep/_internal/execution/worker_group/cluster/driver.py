@@ -176,6 +176,9 @@ class DriverSession:
 
     def reply(self, process_rank: int, timeout: float) -> Any:
         """The member's next answer (None: it is gone or did not answer in time)."""
+        with self._changed:
+            if process_rank in self._gone and self._replies[process_rank].empty():
+                return None
         try:
             return self._replies[process_rank].get(timeout=timeout)
         except queue.Empty:
