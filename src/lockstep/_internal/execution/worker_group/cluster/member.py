@@ -50,12 +50,13 @@ def serve(plan: ExecutionPlan, storage_root: storage.StorageDir) -> int:
     """Join the run of ``plan`` and serve this process's workers until it ends; return
     the exit status the run's outcome gives."""
     agent = NodeAgent()
+    # Until it has joined, a signal ends this process as usual: there is nothing to drain.
+    conn, key = join(plan, storage_root, agent.host)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     previous = {sig: signal.signal(sig, lambda s, f: os.write(wake_w, bytes([s]))) for sig in
                 _FORWARDED}  # fmt: skip
     try:
-        conn, key = join(plan, storage_root, agent.host)
         with conn:
             return _Loop(conn, key, agent, wake_r).run()
     finally:
