@@ -19,17 +19,10 @@ import time
 
 import torch
 import torch.distributed as dist
+from ddp_throughput import BATCH, mlp  # the same model as the one-machine benchmark
 from torch import nn
 
-BATCH = 256
 WARMUP = 5
-
-
-def mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
-    )
 
 
 def steps(model: nn.Module, count: int) -> tuple[float, float]:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 
 from lockstep._internal.execution.environments.base import without_launch_variables
-from lockstep._internal.execution.messages import STACK_SIGNAL
 from lockstep._internal.execution.worker_group import stacks as stack_files
 from lockstep._internal.execution.worker_group.cluster.messages import WorkerExited, WorkerLaunch
 from lockstep._internal.execution.worker_group.output import OutputPump
@@ -101,19 +100,7 @@ class NodeAgent:
     def stacks(self, fds: dict[int, int | None], timeout: float) -> dict[int, tuple[int, str]]:
         """The stacks of the running workers among ``fds`` (their stack files), by rank."""
         pids = {rank: pid for rank, pid in self.pids().items() if rank in fds}
-        signalled = {}
-        for rank, pid in pids.items():
-            if fds[rank] is not None:
-                try:
-                    os.kill(pid, STACK_SIGNAL)
-                    signalled[rank] = f"/proc/{pid}/fd/{fds[rank]}"
-                except OSError:
-                    continue
-        texts = stack_files.read_when_written(signalled, timeout)
-        for rank, pid in pids.items():
-            if not stack_files.has_stack(texts.get(rank, "")):
-                texts[rank] = stack_files.py_spy_dump(pid)
-        return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+        return stack_files.collect(pids, fds, timeout)
 
     def stop(self, grace_s: float) -> list[WorkerExited]:
         """Stop every worker (they were told to by the driver: SIGTERM unwinds their code,
