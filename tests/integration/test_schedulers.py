@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.cluster import kubeflow, launchers, sagemaker
@@ -289,8 +291,8 @@ def wait_for(path: Path, timeout: float = 240) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("signal", ["TERM", "USR1"])
-def test_slurm_signal_preempts_and_the_requeued_job_finishes_the_run(slurm, tmp_path, signal):
+@pytest.mark.parametrize("signal_name", ["TERM", "USR1"])
+def test_slurm_signal_preempts_and_the_requeued_job_finishes_the_run(slurm, tmp_path, signal_name):
     """SIGTERM (scancel, the time limit) or SLURM's warning before the time limit
     (``--signal=USR1@90``): the next report's checkpoint is committed, every process
     exits, the job is requeued, and the requeued job continues the run to its end; with
@@ -306,7 +308,7 @@ srun {argv}
 """)
     run_dir = storage / f"lockstep_run-slurm-{job}"
     wait_for(run_dir / "checkpoint_000001")
-    slurm.command(["scancel", f"--signal={signal}", str(job)])  # to every task of the job
+    slurm.command(["scancel", f"--signal={signal_name}", str(job)])  # to every task of the job
     state = slurm.wait(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=600)
     log = (out / "job.out").read_text()
     assert state == "COMPLETED", log
@@ -415,8 +417,10 @@ def test_kubeflow_reads_a_failed_run_as_permanent_and_a_preempted_one_as_retryab
     argv = [sys.executable, SCRIPT, *(f"--{k}={v}" for k, v in slow.items())]
     started = start_on_hosts(hosts, dict.fromkeys(nodes, argv), **options)
     wait_for(storage / "preempted" / "checkpoint_000001")
-    for node in nodes:
-        hosts.kill(node, "TERM")
+    for proc in started.values():  # every process of the pod: the script's (proc's own,
+        pod = psutil.Process(proc.pid)  # hosts.sh execs it) and its workers
+        for process in [pod, *pod.children(recursive=True)]:
+            process.send_signal(signal.SIGTERM)
     outputs = finish(started)
     assert {n: p.returncode for n, p in started.items()} == {"node1": 130, "node2": 130}, outputs
     state = json.loads((storage / "preempted" / "run_state.json").read_text())
