@@ -28,6 +28,7 @@ from lockstep._internal.execution.executor_choice import (
     choose_executor,
     make_worker_group,
     prepare_executor,
+    start_early,
     warn_ray_only_options,
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
@@ -262,6 +263,7 @@ class DataParallelTrainer:
             setup.config,
             _check_train_function(setup.train_loop, setup.config),
         )
+        start_early(self._executor, self.scaling_config)  # before the storage: see fork_safety
         run_dir = _open_run_dir(self.run_config)
         # The arguments, then the run state (which RunRecord.open saves): from here on the
         # run can be restored, whenever the driver dies.

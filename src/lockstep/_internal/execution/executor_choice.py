@@ -183,3 +183,11 @@ def prepare_executor(scaling: ScalingConfig, executor: str) -> None:
 def _ray_initialized() -> bool:
     ray = sys.modules.get("ray")
     return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+def start_early(executor: str, scaling: ScalingConfig) -> None:
+    """Before the run opens its storage: start what local workers are forked from."""
+    if executor == "process":
+        from lockstep._internal.execution.worker_group.process.group import start_fork_server
+
+        start_fork_server(scaling.num_gpus_per_worker, scaling.num_cpus_per_worker)

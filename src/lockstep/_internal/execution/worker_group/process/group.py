@@ -106,9 +106,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             gpus.assign(gpus.visible_gpus(), context.local_rank, spec.num_gpus_per_worker)
         )
         env.update(spec.backend.worker_env(context))
-        # CUDA cannot be used in a fork of a process that initialised it, and the driver
-        # may have (torch.cuda.is_available() does): GPU workers start fresh.
-        fork = flags.WORKER_START.get() == "fork" and spec.num_gpus_per_worker == 0
+        fork = forks_workers(spec.num_gpus_per_worker)
         try:
             proc = _start(theirs.fileno(), out_w, err_w, env, num_threads, fork=fork)
         finally:
@@ -293,6 +291,21 @@ def _start(
         stderr=err_fd,
         start_new_session=True,
     )
+
+
+def forks_workers(num_gpus_per_worker: float) -> bool:
+    """Whether workers are forked from the fork server (where it is safe) or started fresh."""
+    # CUDA cannot be used in a fork of a process that initialised it, and the driver
+    # may have (torch.cuda.is_available() does): GPU workers start fresh.
+    return flags.WORKER_START.get() == "fork" and num_gpus_per_worker == 0
+
+
+def start_fork_server(num_gpus_per_worker: float, num_cpus_per_worker: float) -> None:
+    """Fork the fork server now if workers will be forked from it: before the run opens
+    its storage, which may start a library that a fork cannot copy (pyarrow's S3
+    filesystem starts the AWS CRT)."""
+    if forks_workers(num_gpus_per_worker):
+        forkserver.get(max(1, int(num_cpus_per_worker)))
 
 
 def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[int, ...] | None:
