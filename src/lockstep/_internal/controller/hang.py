@@ -135,7 +135,20 @@ _TESTING = _PACKAGE + "testing" + os.sep  # lockstep.testing's faults count as t
 _STDLIB = tuple(
     {os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")} | {"<frozen "}
 )
-_LIBRARIES = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")})
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed packages live: this interpreter's scheme, and every site directory
+    it reads (a virtualenv's base, the user's: torch may be in any of them)."""
+    import site
+
+    dirs = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    dirs.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    dirs.update([*site.getsitepackages(), site.getusersitepackages()])
+    return tuple(os.path.join(d, "") for d in dirs)
+
+
+_LIBRARIES = _library_dirs()
 # Where a rank waits for the others: lockstep's report() and collectives, and the
 # frameworks' collectives (a GBDT library's C++ training step holds its all-reduce).
 _COLLECTIVES = re.compile(
