@@ -493,7 +493,6 @@ def lightning_on_the_gpu():
 
 
 def test_lightning_ray_ddp_strategy_trains_on_the_gpu(tmp_path):
-    pytest.importorskip("lightning")
     result = TorchTrainer(
         lightning_on_the_gpu, scaling_config=ONE_GPU, run_config=run_config(tmp_path)
     ).fit()
@@ -540,7 +539,6 @@ def transformers_on_the_gpu(config):
 
 
 def test_transformers_trainer_trains_on_the_gpu(tmp_path):
-    pytest.importorskip("transformers")
     with tempfile.TemporaryDirectory(prefix="lockstep-test-") as output_dir:
         result = TorchTrainer(
             transformers_on_the_gpu,
