@@ -69,7 +69,8 @@ def machine(env: dict[str, str], dry: bool) -> str:
         "print(json.dumps([torch.__version__, torch.version.cuda, nccl, sys.version.split()[0]]))"
     )
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    torch_version, cuda, nccl, python = json.loads(done.stdout) if done.returncode == 0 else [""] * 4
+    found = json.loads(done.stdout) if done.returncode == 0 else ["?"] * 4
+    torch_version, cuda, nccl, python = found
     try:
         card = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
