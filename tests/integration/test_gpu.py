@@ -1,5 +1,6 @@
-"""The GPU paths on a real GPU: NCCL, devices, shared GPUs, CUDA in the driver, memory given
-back, hangs inside CUDA work, mixed precision, Lightning and Transformers, doctor.
+"""The GPU paths on a real GPU: NCCL, devices, shared GPUs, CUDA in the driver, mixed
+precision, Lightning and Transformers, doctor, memory given back and, last (they kill
+processes in the middle of CUDA work), hangs inside CUDA work.
 
 One GPU is enough for every test (``scripts/gpu-check.sh`` runs them with the GPU
 benchmark). One GPU cannot hold two NCCL ranks, so a collective stuck between two GPUs is
@@ -89,7 +90,7 @@ def released(baseline_mib: int, timeout: float = 30.0) -> int:
     return used
 
 
-def run_config(tmp_path, **kwargs) -> RunConfig:
+def quiet_run(tmp_path, **kwargs) -> RunConfig:
     return RunConfig(name="gpu", storage_path=str(tmp_path / "runs"), verbose=0, **kwargs)
 
 
@@ -159,7 +160,7 @@ def test_a_model_trains_with_nccl_on_the_gpu_and_its_checkpoint_loads_without_on
         train_on_the_gpu,
         datasets={"train": data.from_items([{"x": float(i), "y": 2.0 * i} for i in range(32)])},
         scaling_config=ONE_GPU,
-        run_config=run_config(tmp_path),
+        run_config=quiet_run(tmp_path),
     ).fit()
     metrics = result.metrics
     assert metrics["backend"] == "nccl"
@@ -199,7 +200,7 @@ def test_two_ranks_on_one_gpu_fail_at_once_under_nccl_naming_the_limit_and_the_f
     trainer = TorchTrainer(
         all_reduce_on_the_gpu,
         scaling_config=HALF_A_GPU_EACH,
-        run_config=run_config(tmp_path, failure_config=FailureConfig(max_failures=3)),
+        run_config=quiet_run(tmp_path, failure_config=FailureConfig(max_failures=3)),
     )
     with pytest.raises(TrainingFailedError) as raised:
         trainer.fit()
@@ -215,7 +216,7 @@ def test_two_ranks_share_one_gpu_with_gloo_as_the_error_says(tmp_path):
         all_reduce_on_the_gpu,
         torch_config=TorchConfig(backend="gloo"),
         scaling_config=HALF_A_GPU_EACH,
-        run_config=run_config(tmp_path),
+        run_config=quiet_run(tmp_path),
     ).fit()
     assert result.metrics == {"sum": 2.0, "device": "cuda:0", "backend": "gloo"}
 
@@ -281,90 +282,6 @@ def test_cuda_in_the_driver_before_fit_never_crashes_the_workers(tmp_path, touch
         assert out["cpu"] == [{"parent": out["me"]}] * 2
         why = "CUDA is initialised in this process (a forked worker could not use it)"
         assert said == [FRESH_START + why]
-
-
-# --- GPU memory given back -------------------------------------------------------------------
-
-
-def holds_most_of_the_gpu(config):
-    """Holds 60% of the GPU's free memory: a second copy would not fit beside a first that
-    was never given back. The first attempt fails as ``config["fault"]`` says."""
-    marker = config["marker"]
-    first = not os.path.exists(marker)
-    if first:
-        free, _ = torch.cuda.mem_get_info()
-        nbytes = int(free * 0.6)
-        with open(marker, "w") as f:
-            f.write(f"{nbytes} {os.getpid()}")
-    else:
-        with open(marker) as f:
-            nbytes = int(f.read().split()[0])
-    block = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    block.fill_(1)
-    torch.cuda.synchronize()
-    listed = os.getpid() in compute_app_pids()
-    if first and config["fault"] == "raise":
-        raise RuntimeError("failed with most of the GPU's memory held")
-    if first and config["fault"] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    train.report({"bytes": block.numel(), "pid": os.getpid(), "listed": listed})
-
-
-@pytest.mark.parametrize("fault", ["none", "raise", "kill"])
-def test_gpu_memory_comes_back_after_the_run_and_after_a_failed_worker(tmp_path, fault):
-    baseline = memory_used_mib()
-    marker = tmp_path / "first_attempt"
-    result = TorchTrainer(
-        holds_most_of_the_gpu,
-        train_loop_config={"marker": str(marker), "fault": fault},
-        scaling_config=ONE_GPU,
-        run_config=run_config(tmp_path, failure_config=FailureConfig(max_failures=1)),
-    ).fit()
-    nbytes, first_pid = (int(v) for v in marker.read_text().split())
-    # the restarted worker got all that the first one had
-    assert result.metrics["bytes"] == nbytes
-    assert (result.metrics["pid"] == first_pid) == (fault == "none")
-    used = released(baseline)
-    assert used <= baseline + SLACK_MIB, f"{used} MiB in use after the run, {baseline} before"
-    if result.metrics["listed"]:  # the driver lists this machine's processes by our pids
-        assert not {first_pid, result.metrics["pid"]} & compute_app_pids()
-
-
-# --- hangs inside CUDA work ------------------------------------------------------------------
-
-
-def stuck_in_cuda(config):
-    torch.cuda._sleep(1 << 42)  # one kernel that spins for about 40 minutes
-    if config["wait"] == "synchronize":
-        torch.cuda.synchronize()
-    else:
-        torch.ones(1, device="cuda").add(1).item()  # waits for the kernel before it
-
-
-@pytest.mark.parametrize("wait", ["synchronize", "item"])
-def test_a_rank_stuck_in_cuda_work_is_named_with_its_stack(tmp_path, wait):
-    import inspect
-
-    baseline = memory_used_mib()
-    trainer = TorchTrainer(
-        stuck_in_cuda,
-        train_loop_config={"wait": wait},
-        scaling_config=ONE_GPU,
-        run_config=run_config(tmp_path, failure_config=FailureConfig(hang_timeout_s=3.0)),
-    )
-    with pytest.raises(TrainingFailedError) as raised:
-        trainer.fit()
-    failure = raised.value.root_cause
-    assert (failure.rank, failure.kind) == (0, "hang")
-    lines, first = inspect.getsourcelines(stuck_in_cuda)
-    text = "torch.cuda.synchronize()" if wait == "synchronize" else ".item()"
-    line = first + next(i for i, source in enumerate(lines) if text in source)
-    message = str(raised.value)
-    assert "made no progress for " in message
-    assert f"in stuck_in_cuda() at {HERE}:{line}" in message
-    assert f"line {line}, in stuck_in_cuda" in message  # its Python stack, in the error
-    used = released(baseline)  # the stuck worker was killed, its kernel with it
-    assert used <= baseline + SLACK_MIB, f"{used} MiB in use after the run, {baseline} before"
 
 
 # --- mixed precision -------------------------------------------------------------------------
@@ -439,7 +356,7 @@ def lockstep_amp():
 
 @pytest.mark.parametrize("loop", [autocast_with_a_grad_scaler, lockstep_amp])
 def test_mixed_precision_trains_in_float16_with_a_scaled_loss(tmp_path, loop):
-    metrics = TorchTrainer(loop, scaling_config=ONE_GPU, run_config=run_config(tmp_path)).fit()
+    metrics = TorchTrainer(loop, scaling_config=ONE_GPU, run_config=quiet_run(tmp_path)).fit()
     metrics = metrics.metrics
     assert metrics["dtypes"] == ["torch.float16"]  # the forward pass ran in float16
     assert metrics["weights"] == "torch.float32"  # the weights stay in full precision
@@ -494,7 +411,7 @@ def lightning_on_the_gpu():
 
 def test_lightning_ray_ddp_strategy_trains_on_the_gpu(tmp_path):
     result = TorchTrainer(
-        lightning_on_the_gpu, scaling_config=ONE_GPU, run_config=run_config(tmp_path)
+        lightning_on_the_gpu, scaling_config=ONE_GPU, run_config=quiet_run(tmp_path)
     ).fit()
     assert result.return_value == {"seen": ["cuda:0"], "root": "cuda:0"}
     assert result.metrics["epoch"] == 1 and result.metrics["train_loss"] >= 0
@@ -544,7 +461,7 @@ def test_transformers_trainer_trains_on_the_gpu(tmp_path):
             transformers_on_the_gpu,
             train_loop_config={"output_dir": output_dir},
             scaling_config=ONE_GPU,
-            run_config=run_config(tmp_path),
+            run_config=quiet_run(tmp_path),
         ).fit()
     assert result.return_value == {"args": "cuda:0", "model": "cuda:0"}
     assert result.metrics["step"] == 8
@@ -578,3 +495,90 @@ def test_doctor_shows_the_gpu_its_driver_and_nccl():
     nccl = ".".join(map(str, torch.cuda.nccl.version()))
     assert f"  torch's CUDA {torch.version.cuda}, NCCL {nccl}" in lines
     assert "  NCCL        ok" in lines
+
+
+# --- GPU memory given back -------------------------------------------------------------------
+
+
+def holds_most_of_the_gpu(config):
+    """Holds 60% of the GPU's free memory: a second copy would not fit beside a first that
+    was never given back. The first attempt fails as ``config["fault"]`` says."""
+    marker = config["marker"]
+    first = not os.path.exists(marker)
+    if first:
+        free, _ = torch.cuda.mem_get_info()
+        nbytes = int(free * 0.6)
+        with open(marker, "w") as f:
+            f.write(f"{nbytes} {os.getpid()}")
+    else:
+        with open(marker) as f:
+            nbytes = int(f.read().split()[0])
+    block = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    block.fill_(1)
+    torch.cuda.synchronize()
+    listed = os.getpid() in compute_app_pids()
+    if first and config["fault"] == "raise":
+        raise RuntimeError("failed with most of the GPU's memory held")
+    if first and config["fault"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    train.report({"bytes": block.numel(), "pid": os.getpid(), "listed": listed})
+
+
+@pytest.mark.parametrize("fault", ["none", "raise", "kill"])
+def test_gpu_memory_comes_back_after_the_run_and_after_a_failed_worker(tmp_path, fault):
+    baseline = memory_used_mib()
+    marker = tmp_path / "first_attempt"
+    result = TorchTrainer(
+        holds_most_of_the_gpu,
+        train_loop_config={"marker": str(marker), "fault": fault},
+        scaling_config=ONE_GPU,
+        run_config=quiet_run(tmp_path, failure_config=FailureConfig(max_failures=1)),
+    ).fit()
+    nbytes, first_pid = (int(v) for v in marker.read_text().split())
+    # the restarted worker got all that the first one had
+    assert result.metrics["bytes"] == nbytes
+    assert (result.metrics["pid"] == first_pid) == (fault == "none")
+    used = released(baseline)
+    assert used <= baseline + SLACK_MIB, f"{used} MiB in use after the run, {baseline} before"
+    if result.metrics["listed"]:  # the driver lists this machine's processes by our pids
+        assert not {first_pid, result.metrics["pid"]} & compute_app_pids()
+
+
+# --- hangs inside CUDA work ------------------------------------------------------------------
+
+
+def stuck_in_cuda(config):
+    # one kernel that spins for about 30 s: far past the hang timeout, and short enough
+    # that a driver which let it finish after its process was killed would not hold the
+    # GPU for long
+    torch.cuda._sleep(60_000_000_000)
+    if config["wait"] == "synchronize":
+        torch.cuda.synchronize()
+    else:
+        torch.ones(1, device="cuda").add(1).item()  # waits for the kernel before it
+
+
+@pytest.mark.parametrize("wait", ["synchronize", "item"])
+def test_a_rank_stuck_in_cuda_work_is_named_with_its_stack(tmp_path, wait):
+    import inspect
+
+    baseline = memory_used_mib()
+    trainer = TorchTrainer(
+        stuck_in_cuda,
+        train_loop_config={"wait": wait},
+        scaling_config=ONE_GPU,
+        run_config=quiet_run(tmp_path, failure_config=FailureConfig(hang_timeout_s=3.0)),
+    )
+    with pytest.raises(TrainingFailedError) as raised:
+        trainer.fit()
+    failure = raised.value.root_cause
+    assert (failure.rank, failure.kind) == (0, "hang")
+    lines, first = inspect.getsourcelines(stuck_in_cuda)
+    text = "torch.cuda.synchronize()" if wait == "synchronize" else ".item()"
+    line = first + next(i for i, source in enumerate(lines) if text in source)
+    message = str(raised.value)
+    assert "made no progress for " in message
+    assert f"in stuck_in_cuda() at {HERE}:{line}" in message
+    assert f"line {line}, in stuck_in_cuda" in message  # its Python stack, in the error
+    used = released(baseline, timeout=60.0)  # the stuck worker was killed, its kernel with it
+    assert used <= baseline + SLACK_MIB, f"{used} MiB in use after the run, {baseline} before"
