@@ -169,9 +169,9 @@ def baseline(shape: Shape, steps: int, dry: bool) -> tuple[float, float, str]:
         "OMP_NUM_THREADS": "1",  # as lockstep gives a worker of one CPU
     }
     if not dry:  # the GPU lockstep's worker gets
-        from lockstep._internal.execution.worker_group.process import gpus
+        from lockstep._core import accelerators
 
-        env["CUDA_VISIBLE_DEVICES"] = gpus.visible_gpus()[0]
+        env["CUDA_VISIBLE_DEVICES"] = accelerators.visible_gpus()[0]
     command = [sys.executable, __file__, "--baseline-worker", json.dumps(shape.__dict__)]
     command += [str(steps), "1" if dry else "0"]
     start = time.perf_counter()

@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lockstep import data, train
-from lockstep._internal.execution.worker_group.process import gpus
+from lockstep._core import accelerators
 from lockstep.train import (
     FailureConfig,
     RunConfig,
@@ -73,7 +73,7 @@ def compute_app_pids() -> set[int]:
 
 def memory_used_mib() -> int:
     """Memory in use on the GPU the first worker gets."""
-    first = gpus.visible_gpus()[0]
+    first = accelerators.visible_gpus()[0]
     used = {row[0]: int(row[1]) for row in smi("gpu", "index", "memory.used")}
     return used.get(first, max(used.values()))
 
@@ -166,7 +166,7 @@ def test_a_model_trains_with_nccl_on_the_gpu_and_its_checkpoint_loads_without_on
     assert metrics["backend"] == "nccl"
     assert metrics["device"] == metrics["model"] == "cuda:0"
     assert metrics["batches"] == metrics["shard"] == metrics["saved_on"] == ["cuda:0"]
-    assert metrics["visible"] == gpus.visible_gpus()[0]  # this worker's GPU only
+    assert metrics["visible"] == accelerators.visible_gpus()[0]  # this worker's GPU only
     # the checkpoint holds CUDA tensors; a process without any GPU loads it
     cpu_only = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(

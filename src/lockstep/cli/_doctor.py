@@ -84,10 +84,10 @@ def check_nccl() -> BackendCheck:
     import torch
     import torch.distributed as dist
 
-    from lockstep._internal.execution.worker_group.process import gpus
+    from lockstep._core import accelerators
 
     cuda_wheel = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
-    if not gpus.visible_gpus():
+    if not accelerators.visible_gpus():
         return BackendCheck(
             "NCCL",
             False,
@@ -155,9 +155,9 @@ CHECKS: tuple[Callable[[], BackendCheck], ...] = (
 def gpu_lines() -> list[str]:
     """This machine's GPUs as ``nvidia-smi`` lists them (name, memory, driver), and the
     CUDA and NCCL versions of the installed torch."""
-    from lockstep._internal.execution.worker_group.process import gpus
+    from lockstep._core import accelerators
 
-    rows = gpus.nvidia_smi("index", "name", "memory.total", "driver_version")
+    rows = accelerators.nvidia_smi("index", "name", "memory.total", "driver_version")
     if not rows:
         return ["GPUs: none (no NVIDIA driver: nvidia-smi is missing or lists no GPU)"]
     lines = ["GPUs:"]
@@ -182,7 +182,7 @@ def _nccl_version() -> str:
     import torch
 
     try:
-        found = torch.cuda.nccl.version()
+        found = torch.cuda.nccl.version()  # type: ignore[no-untyped-call]
     except (AttributeError, RuntimeError):
         return "none (this torch build has no NCCL)"
     return ".".join(str(part) for part in found) if isinstance(found, tuple) else str(found)
