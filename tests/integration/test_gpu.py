@@ -33,6 +33,7 @@ from lockstep.train import (
     TrainingFailedError,
 )
 from lockstep.train.torch import TorchConfig, TorchTrainer
+from tests.helpers import tiny_bert
 
 pytestmark = [
     pytest.mark.gpu,
@@ -424,18 +425,7 @@ def transformers_on_the_gpu(config):
 
     from lockstep.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
 
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(
-        transformers.BertConfig(
-            vocab_size=32,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=16,
-            num_labels=2,
-        )
-    )
+    model = tiny_bert()
     ids = torch.randint(0, 32, (64, 8), generator=torch.Generator().manual_seed(1))
     rows = [{"input_ids": row, "labels": int(row[0] % 2)} for row in ids]
     args = transformers.TrainingArguments(
