@@ -683,3 +683,21 @@ def test_a_tuner_given_no_run_config_uses_the_trainers(tmp_path):
     ).fit()
     assert results.experiment_path == str(tmp_path / "from_trainer")
     assert sorted(r.metrics["lr"] for r in results) == [0.1, 0.2]
+
+
+def test_the_last_hyperband_bracket_is_halved_though_it_is_not_full(tmp_path):
+    from lockstep.tune.schedulers import HyperBandScheduler
+
+    # 10 trials, max_t=9: the last bracket gets 2; once the search has given its last
+    # trial, HyperBand halves them rather than stopping both at their first milestone.
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([i / 10 for i in range(10)])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=HyperBandScheduler(max_t=9),
+    )
+    iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
+    assert iterations[0.9] > iterations[0.8] > 1
