@@ -6,6 +6,6 @@ Example:
     True
 """
 
-from lockstep.data.preprocessors._base import Preprocessor, PreprocessorNotFittedException
+from lockstep.data.preprocessors import Preprocessor, PreprocessorNotFittedException
 
 __all__ = ["Preprocessor", "PreprocessorNotFittedException"]
