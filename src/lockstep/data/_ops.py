@@ -66,12 +66,13 @@ class Udf:
         return getattr(self.fn, "__name__", type(self.fn).__name__)
 
     def __getstate__(self) -> dict[str, Any]:
-        import cloudpickle
+        from lockstep._core.pickling import to_bytes
 
         state = {k: getattr(self, k) for k in self.__slots__ if k not in ("_instance", "fn")}
         # by value where plain pickle cannot (a function defined inside another, a lambda,
-        # a class in __main__): datasets travel to workers inside a plain pickle
-        state["fn"] = cloudpickle.dumps(self.fn)
+        # a class in __main__): datasets travel to workers inside a plain pickle; the
+        # function keeps its file and lines for a worker's traceback
+        state["fn"] = to_bytes(self.fn)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
-import marshal
 import types
 from collections.abc import Iterator
-from functools import cache
 from typing import Any
+
+from lockstep._core.pickling import pickler_class as _pickler_class
+from lockstep._core.pickling import to_bytes
 
 _MAX_DEPTH = 6
 
@@ -70,33 +71,6 @@ def find_unpicklable(obj: Any, path: str, depth: int = 0) -> str:
             if not _picklable(child):
                 return find_unpicklable(child, child_path, depth + 1)
     return f"{path} (a {type(obj).__module__}.{type(obj).__qualname__})"
-
-
-def to_bytes(obj: Any) -> bytes:
-    """``obj`` pickled as cloudpickle does, each code object keeping its file name."""
-    buffer = io.BytesIO()
-    _pickler_class()(buffer).dump(obj)
-    return buffer.getvalue()
-
-
-@cache
-def _pickler_class() -> type:
-    """cloudpickle's pickler, with code objects sent whole by ``marshal``.
-
-    cloudpickle 3.1.3 and later replace each code object's ``co_filename`` with
-    ``"<dynamic-code>"`` (for deterministic payloads), which would leave a worker's
-    traceback without the user's file and source lines. Workers run the driver's Python
-    version (as Ray requires too), so ``marshal`` rebuilds the code exactly.
-    """
-    import cloudpickle
-
-    class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]
-        def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, types.CodeType):
-                return marshal.loads, (marshal.dumps(obj),)
-            return super().reducer_override(obj)
-
-    return _Pickler
 
 
 def _picklable(obj: Any) -> bool:
