@@ -256,6 +256,8 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.range(5).filter(expr=pc.field("id") >= 3).take_all()
             [{'id': 3}, {'id': 4}]
         """
+        if expr is None and _is_expression(fn):
+            fn, expr = None, fn  # a pyarrow expression given as the function
         if (fn is None) == (expr is None):
             raise ValueError(
                 "filter takes either fn or expr. HINT: ds.filter(lambda row: row['x'] > 0) "
@@ -271,7 +273,7 @@ class Dataset(BatchIterable, AggregateMethods):
                     "filter(expr=...) takes a pyarrow.compute.Expression, got "
                     f"{type(expr).__name__}. HINT: expr=pyarrow.compute.field('x') > 0"
                 )
-            return self._with_op(Filter(expression=expr))
+            return Dataset._of(self._plan.filtered(expr))
         assert fn is not None
         check_compute(fn, "filter", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "filter", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
@@ -1046,6 +1048,12 @@ def _udf(
             f"fn is a {type(fn).__name__}. HINT: pass the class itself, not an instance"
         )
     return Udf(fn, fn_args or (), fn_kwargs, constructor_args or (), constructor_kwargs)
+
+
+def _is_expression(value: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return isinstance(value, pc.Expression)
 
 
 def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
