@@ -18,7 +18,7 @@ from lockstep.data import _split
 from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_blocks
 from lockstep.data._compute import check_compute
 from lockstep.data._convert import check_batch_format, to_pandas
-from lockstep.data._execute import ConcatSource
+from lockstep.data._execute import ConcatSource, PlanSource
 from lockstep.data._expressions import parse as parse_expression
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterable import BatchIterable
@@ -644,9 +644,17 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ds.random_sample(0.1, seed=3).take_all() == ds.random_sample(0.1, seed=3).take_all()
             True
         """
+        if self._plan.known_counts() == [0] * len(self._sources):
+            raise ValueError("Cannot sample from an empty Dataset. HINT: random_sample needs rows")
         if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
-            raise ValueError(f"random_sample: fraction must be in [0, 1], got {fraction!r}")
-        return self._with_op(MapBatches(Udf(Sampler(float(fraction), seed)), "pyarrow", None))
+            raise ValueError(
+                f"Fraction must be between 0 and 1. HINT: random_sample got {fraction!r}"
+            )
+        sources = [
+            PlanSource(s, (MapBatches(Udf(Sampler(float(fraction), seed, i)), "pyarrow"),))
+            for i, s in enumerate(self._plan.folded())
+        ]
+        return Dataset(sources)
 
     def size_bytes(self) -> int:
         """The in-memory size of the rows, in bytes (Arrow's; computed by a pass if needed).

@@ -438,6 +438,7 @@ def read_json(
     read_options: Any = None,
     parse_options: Any = None,
     lines: bool = False,
+    arrow_open_stream_args: dict[str, Any] | None = None,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -451,6 +452,8 @@ def read_json(
         parse_options: A ``pyarrow.json.ParseOptions`` (e.g. an explicit schema).
         lines: Read every file as JSON lines (as Ray's ``lines=True``); otherwise a file
             holding one JSON array is recognised too.
+        arrow_open_stream_args: Options of ``open_input_stream`` (e.g.
+            ``{"compression": "gzip"}``; compression is told from the file name otherwise).
         override_num_blocks: The number of blocks (see ``lockstep.data.range``).
         parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
@@ -470,7 +473,14 @@ def read_json(
         num_blocks_arg(override_num_blocks, parallelism, "read_json"),
         Dataset(
             [
-                JsonSource(files.filesystem, p, files.display(p), options or None, lines)
+                JsonSource(
+                    files.filesystem,
+                    p,
+                    files.display(p),
+                    options or None,
+                    lines,
+                    arrow_open_stream_args,
+                )
                 for p in files.paths
             ]
         ),

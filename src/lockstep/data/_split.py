@@ -59,6 +59,10 @@ def check_num_splits(n: object, where: str) -> int:
 def index_ranges(total: int, indices: Sequence[int]) -> list[tuple[int, int]]:
     """The ranges between sorted ``indices``, clamped to ``[0, total]``."""
     points = list(indices)
+    if not points:
+        raise ValueError(
+            "indices must be a non-empty list. HINT: split_at_indices([n]) cuts before row n"
+        )
     if any(not isinstance(i, int) or isinstance(i, bool) for i in points):
         raise ValueError(f"split_at_indices: indices must be ints, got {points}")
     if any(i < 0 for i in points):

@@ -46,13 +46,18 @@ def test_split_after_a_filter_counts_the_filtered_rows(parts, n):
 
 
 @settings(**SETTINGS)
-@given(blocks(), st.lists(st.integers(0, 50), max_size=4))
+@given(blocks(), st.lists(st.integers(0, 50), min_size=1, max_size=4))
 def test_split_at_indices_is_slicing(parts, indices):
     indices = sorted(indices)
     all_rows = oracle(parts)["row"].tolist()
     bounds = [0, *indices, len(all_rows)]
     expected = [all_rows[a:b] for a, b in itertools.pairwise(bounds)]
     assert [rows_of(p) for p in dataset(parts).split_at_indices(indices)] == expected
+
+
+def test_split_at_no_indices_is_refused_as_in_ray():
+    with pytest.raises(ValueError, match="non-empty"):
+        ld.range(3).split_at_indices([])
 
 
 def test_split_proportionately_follows_ray():
