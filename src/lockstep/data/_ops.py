@@ -83,6 +83,20 @@ class Udf:
         self._instance = None
 
 
+def same_columns(rows: list[Any]) -> list[Any]:
+    """``rows``, checked to name the same columns, as Ray checks a block's rows."""
+    first = rows[0].keys() if rows and isinstance(rows[0], Mapping) else None
+    for row in rows:
+        if first is not None and isinstance(row, Mapping) and row.keys() != first:
+            raise ValueError(
+                "Current row has different columns compared to previous rows. Columns of "
+                f"current row: {sorted(row.keys())}, Columns of previous rows: "
+                f"{sorted(first)}. HINT: return the same keys from every row (None for a "
+                "missing value)"
+            )
+    return rows
+
+
 def check_callable(fn: Any, where: str) -> None:
     """Raise a ValueError unless ``fn`` is a function or a callable class."""
     if not callable(fn):
@@ -116,7 +130,7 @@ class MapRows(Op):
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             if block.num_rows:
-                yield from_rows([self.udf(row) for row in to_rows(block)], "map()")
+                yield from_rows(same_columns([self.udf(row) for row in to_rows(block)]), "map()")
 
     def describe(self) -> str:
         return f"map({self.udf.name})"
@@ -130,7 +144,7 @@ class FlatMap(Op):
 
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
-            rows = [out for row in to_rows(block) for out in self.udf(row)]
+            rows = same_columns([out for row in to_rows(block) for out in self.udf(row)])
             if rows:
                 yield from_rows(rows, "flat_map()")
 
