@@ -897,6 +897,7 @@ class Dataset(BatchIterable, AggregateMethods):
         filename_provider: FilenameProvider | None = None,
         arrow_parquet_args_fn: Callable[[], dict[str, Any]] | None = None,
         mode: str | SaveMode = SaveMode.APPEND,
+        partitioning_flavor: str | None = "hive",
         **arrow_parquet_args: Any,
     ) -> None:
         """Write parquet files under the directory ``path`` (local or URL), streaming.
@@ -909,12 +910,17 @@ class Dataset(BatchIterable, AggregateMethods):
             max_rows_per_file: Start a new file when one has this many rows.
             filesystem: A pyarrow or fsspec filesystem the path is on.
             filename_provider: Names the files (a ``datasource.FilenameProvider``).
-            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options.
+            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options;
+                they override ``arrow_parquet_args`` of the same name, as in Ray.
             mode: ``"append"`` (default), ``"overwrite"``, ``"ignore"`` or ``"error"``
                 when the directory exists.
-            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (and
-                ``row_group_size``); Ray's ``try_create_dir``, ``concurrency``,
-                ``ray_remote_args``, ``arrow_open_stream_args`` are accepted.
+            partitioning_flavor: With ``partition_cols``: ``"hive"`` (``col=value/``
+                directories, the default), None (``value/`` directories) or
+                ``"filename"`` (``value_`` file name prefixes), pyarrow's flavors.
+            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (``schema``:
+                every block is cast to it; and ``row_group_size``); Ray's
+                ``try_create_dir``, ``concurrency``, ``ray_remote_args``,
+                ``arrow_open_stream_args`` are accepted.
 
         Raises:
             TypeError: A keyword the parquet writer does not take.
@@ -936,6 +942,7 @@ class Dataset(BatchIterable, AggregateMethods):
             max_rows_per_file=max_rows_per_file,
             mode=mode,
             filename_provider=filename_provider,
+            partitioning_flavor=partitioning_flavor,
         )
         write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 

@@ -119,7 +119,7 @@ def reorders(plan: Plan) -> bool:
     from lockstep.data._sources import ReshuffledSource
 
     def changes(source: Any) -> bool:
-        if isinstance(source, ReshuffledSource):
+        if isinstance(source, ReshuffledSource) or getattr(source, "reorders_rows", False):
             return True
         inner = getattr(source, "inner", None)
         return (inner is not None and changes(inner)) or any(

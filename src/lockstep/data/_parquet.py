@@ -216,6 +216,8 @@ def parquet_sources(
     With ``partitioning``, each file's ``key=value`` directories become columns, and files
     that the filter or ``partition_filter`` rule out by those values are left out unread.
     """
+    if columns is not None and include_paths and "path" not in columns:
+        columns = [*columns, "path"]  # the path column comes with a projection too, as in Ray
     rows_of = _partition_rows(files, partitioning)
     paths = _pruned(files, rows_of, filter, partition_filter)
     if not paths:

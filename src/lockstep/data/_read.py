@@ -8,7 +8,6 @@ whoever iterates.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +20,7 @@ from lockstep.data._block_control import num_blocks_arg, rebalance
 from lockstep.data._context import within_block_size
 from lockstep.data._convert import column_from_values, from_batch, from_rows
 from lockstep.data._dataset import Dataset
+from lockstep.data._file_order import FileShuffleConfig, ordered
 from lockstep.data._file_sources import (
     CsvSource,
     JsonSource,
@@ -321,7 +321,10 @@ def read_parquet(
     partitioning: Partitioning | None = _HIVE,
     partition_filter: Callable[[dict[str, Any]], bool] | None = None,
     include_paths: bool = False,
-    shuffle: str | None = None,
+    shuffle: str | FileShuffleConfig | None = None,
+    batch_size: int | None = None,
+    dataset_kwargs: dict[str, Any] | None = None,
+    concurrency: int | None = None,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -345,7 +348,15 @@ def read_parquet(
         partition_filter: A function of a file's partition values (a dict of strings)
             that keeps the file when true; or ``PathPartitionFilter.of(fn)``.
         include_paths: Add each row's file in column ``path``.
-        shuffle: ``"files"`` reads the files in a random order.
+        shuffle: ``"files"`` reads the files in a random order; a
+            :class:`FileShuffleConfig` with a seed in the same order every time, or in a
+            new one at every pass (``reseed_after_execution=True``).
+        batch_size: Ray's rows per read batch: accepted; row groups are read one at a
+            time, column by column (the least memory).
+        dataset_kwargs: Ray's ``pyarrow.dataset`` options: accepted (``partitioning``
+            is refused, as in Ray: use ``partitioning=``).
+        concurrency: Ray's number of read tasks: accepted, no effect (a worker reads its
+            own part).
         override_num_blocks: The number of blocks (cut at row groups, reading nothing).
         parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
@@ -357,28 +368,34 @@ def read_parquet(
         ...     ds.take_all()
         [{'id': 7}, {'id': 8}, {'id': 9}]
     """
+    _check_dataset_kwargs(dataset_kwargs)
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_parquet"
     )
-    if shuffle not in (None, "files"):
-        raise ValueError(f"read_parquet: shuffle must be None or 'files', got {shuffle!r}")
-    if shuffle == "files":
-        order = np.random.default_rng().permutation(len(files.paths))
-        files = dataclasses.replace(files, paths=tuple(files.paths[i] for i in order))
+    if shuffle is not None and shuffle != "files":
+        ordered([], shuffle, "read_parquet")  # checks it before any footer is read
     expression = to_filter_expression(filter)
+    sources = parquet_sources(
+        files,
+        list(columns) if columns is not None else None,
+        expression,
+        partitioning=partitioning,
+        partition_filter=partition_filter,
+        include_paths=include_paths,
+    )
     return rebalance(
         num_blocks_arg(override_num_blocks, parallelism, "read_parquet"),
-        Dataset(
-            parquet_sources(
-                files,
-                list(columns) if columns is not None else None,
-                expression,
-                partitioning=partitioning,
-                partition_filter=partition_filter,
-                include_paths=include_paths,
-            )
-        ),
+        Dataset(ordered(sources, shuffle, "read_parquet")),
     )
+
+
+def _check_dataset_kwargs(dataset_kwargs: Any) -> None:
+    if dataset_kwargs is not None and "partitioning" in dataset_kwargs:
+        raise ValueError(
+            "The 'partitioning' parameter isn't supported in 'dataset_kwargs'. Use the "
+            "top-level 'partitioning' parameter instead. HINT: "
+            "read_parquet(path, partitioning=Partitioning('hive'))"
+        )
 
 
 def read_csv(

@@ -556,8 +556,9 @@ def output_names(columns: list[str], output_columns: Sequence[str] | None, where
     outputs = list(output_columns)
     if len(outputs) != len(columns):
         raise ValueError(
-            f"{where}: {len(outputs)} output_columns for {len(columns)} columns. "
-            "HINT: one output column per input column, or leave output_columns out"
+            "The length of columns and output_columns must match. HINT: "
+            f"{where} got {len(outputs)} output_columns for {len(columns)} columns; give one "
+            "output column per input column, or leave output_columns out"
         )
     return outputs
 
