@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from lockstep.data._exact import Exact, exact_sum, exact_sum_of_squares
 
 # A streaming state: (count of values, sum or min/max or mean, M2, saw a null).
 State = tuple[int, Any, float, bool]
@@ -23,36 +26,44 @@ State = tuple[int, Any, float, bool]
 
 @dataclass(frozen=True)
 class Moments:
-    """Count, mean and sum of squared deviations (M2) of a column's values.
+    """Count, exact sum and exact sum of squares of a column's values.
 
-    Merging is what lets mean and variance stream over blocks: ``Std`` here and the
-    scalers' statistics both go through :meth:`merge`.
+    Sums are exact (:mod:`lockstep.data._exact`), so the mean and variance are the same
+    whatever the blocks and their order: what lets mean and variance stream over blocks.
+    ``Std``, ``Mean`` and the scalers' statistics all go through :meth:`merge`.
     """
 
     count: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
+    total: Exact = 0
+    squares: Exact = 0
 
     @classmethod
     def of(cls, column: Any) -> Moments:
         """The moments of a column's non-null values (NaN, if any, propagates)."""
-        count = len(column) - column.null_count
-        if not count:
+        values = column.drop_null()
+        if not len(values):
             return cls()
-        mean = pc.mean(column).as_py()
-        return cls(count, float(mean), float(pc.variance(column, ddof=0).as_py()) * count)
+        return cls(len(values), exact_sum(values), exact_sum_of_squares(values))
 
     def merge(self, other: Moments) -> Moments:
-        """Both sets of values together (Chan et al.'s formula, stable for any block sizes)."""
-        if not other.count:
-            return self
+        """Both sets of values together."""
+        return Moments(
+            self.count + other.count, self.total + other.total, self.squares + other.squares
+        )
+
+    @property
+    def mean(self) -> float:
+        """The mean, rounded once from the exact sum (0.0 for no values)."""
+        return float(self.total / self.count) if self.count else 0.0
+
+    @property
+    def m2(self) -> float:
+        """The sum of squared deviations from the mean."""
         if not self.count:
-            return other
-        count = self.count + other.count
-        delta = other.mean - self.mean
-        mean = self.mean + delta * other.count / count
-        m2 = self.m2 + other.m2 + delta * delta * self.count * other.count / count
-        return Moments(count, mean, m2)
+            return 0.0
+        if isinstance(self.total, float) or isinstance(self.squares, float):
+            return float(self.squares) - float(self.total) ** 2 / self.count
+        return float(max(Fraction(0), self.squares - Fraction(self.total) ** 2 / self.count))
 
     def variance(self, ddof: int = 0) -> float | None:
         """``M2 / (count - ddof)``; None when ``count <= ddof``."""
@@ -164,8 +175,15 @@ class Sum(AggregateFn):
 
     kind = "sum"
 
+    def _value(self, column: Any) -> Any:
+        return exact_sum(column.drop_null())
+
     def _combine(self, a: State, b: State) -> Any:
         return a[1] + b[1]
+
+    def _finalize(self, state: State) -> Any:
+        value = super()._finalize(state)
+        return float(value) if isinstance(value, Fraction) else value
 
 
 class Min(AggregateFn):
@@ -212,8 +230,15 @@ class Mean(AggregateFn):
 
     kind = "mean"
 
+    def _value(self, column: Any) -> Any:
+        return exact_sum(column.drop_null())  # the sum; divided once, at the end
+
     def _combine(self, a: State, b: State) -> Any:
-        return a[1] + (b[1] - a[1]) * b[0] / (a[0] + b[0])
+        return a[1] + b[1]
+
+    def _finalize(self, state: State) -> Any:
+        total = super()._finalize(state)
+        return None if total is None else float(total / state[0])
 
 
 class Std(AggregateFn):
@@ -245,20 +270,18 @@ class Std(AggregateFn):
 
     def _partial(self, column: Any) -> State:
         moments = Moments.of(column)
-        mean = moments.mean if moments.count else None
-        return moments.count, mean, moments.m2, column.null_count > 0
+        return moments.count, moments, 0.0, column.null_count > 0
 
     def _merge(self, a: State, b: State) -> State:
-        merged = Moments(a[0], a[1] or 0.0, a[2]).merge(Moments(b[0], b[1] or 0.0, b[2]))
-        mean = merged.mean if merged.count else None
-        return merged.count, mean, merged.m2, a[3] or b[3]
+        merged = (a[1] or Moments()).merge(b[1] or Moments())
+        return merged.count, merged, 0.0, a[3] or b[3]
 
     def _finalize(self, state: State) -> Any:
-        count, _, m2, saw_null = state
-        variance = Moments(count, 0.0, m2).variance(self.ddof)
-        if variance is None or (saw_null and not self.ignore_nulls):
+        count, moments, _, saw_null = state
+        if not count or (saw_null and not self.ignore_nulls):
             return None
-        return math.sqrt(variance)
+        variance = moments.variance(self.ddof)
+        return math.nan if variance is None else math.sqrt(variance)  # Ray: NaN, as pandas
 
 
 def aggregate_blocks(blocks: Iterable[Any], aggs: list[AggregateFn]) -> dict[str, Any]:
