@@ -10,6 +10,7 @@ splits stay lazy.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -191,7 +192,9 @@ class Dataset(BatchIterable, AggregateMethods):
             [{'id': 0}, {'id': 2}, {'id': 4}, {'id': 6}]
         """
         check_batch_format(batch_format, "map_batches")
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        if batch_size is not None and (
+            not isinstance(batch_size, numbers.Integral) or batch_size <= 0
+        ):
             raise ValueError(
                 f"map_batches: batch_size must be a positive int or None, got {batch_size!r}"
             )
@@ -346,9 +349,9 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.range(1000).limit(2).take_all()
             [{'id': 0}, {'id': 1}]
         """
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        if not isinstance(limit, numbers.Integral) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"limit takes a non-negative int, got {limit!r}")
-        return Dataset._of(self._plan.limit(limit))
+        return Dataset._of(self._plan.limit(int(limit)))
 
     # -- global operations (rows gathered in this process) -----------------------------------
 

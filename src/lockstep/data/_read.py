@@ -41,12 +41,13 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _HIVE = Partitioning("hive")
 
 
-def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
+def _blocks(table: Any, num_blocks: int | None, *, exactly: bool = False) -> list[Source]:
     """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default),
-    never more blocks than rows."""
+    never more blocks than rows unless ``exactly`` (then the last ones may be empty)."""
     if num_blocks is None:
         return [TableSource(t) for t in within_block_size(table)]
-    num_blocks = min(num_blocks, table.num_rows)
+    if not exactly:
+        num_blocks = min(num_blocks, table.num_rows)
     if num_blocks <= 1:
         return [TableSource(table)]
     base, extra = divmod(table.num_rows, num_blocks)
@@ -102,7 +103,8 @@ def from_pandas(
         import pandas as pd
 
         whole = from_batch(pd.concat(frames), "from_pandas")
-        return Dataset(_blocks(whole, override_num_blocks))
+        # as Ray repartitions: exactly that many blocks, empty ones if rows are fewer
+        return Dataset(_blocks(whole, override_num_blocks, exactly=True))
     return Dataset([TableSource(from_batch(f, "from_pandas")) for f in frames])
 
 
