@@ -868,23 +868,25 @@ class Dataset(BatchIterable, AggregateMethods):
         return Dataset._of(self._plan.materialize())
 
     def stats(self) -> str:
-        """What the dataset is made of, and figures of its latest pass.
+        """What the dataset is made of and figures of its latest pass, in Ray's layout: an
+        ``Operator`` paragraph per step (the read, then each transform), then the
+        iterator's time breakdown and throughput.
 
         Example:
             >>> import lockstep.data as ld
             >>> ds = ld.range(4)
             >>> _ = list(ds.iter_batches(batch_size=2))
-            >>> print(ds.stats().splitlines()[-1].split(",")[0])
-            Last pass: 4 rows in 2 batches
+            >>> print(ds.stats().splitlines()[0])
+            Operator 0 Read: 1 blocks
         """
-        lines = [f"Dataset: {len(self._sources)} blocks"]
-        lines += [f"  block {i}: {s.describe()}" for i, s in enumerate(self._sources[:10])]
+        lines = [f"Operator 0 Read: {len(self._sources)} blocks"]
+        lines += [f"* block {i}: {s.describe()}" for i, s in enumerate(self._sources[:10])]
         if len(self._sources) > 10:
-            lines.append(f"  ... and {len(self._sources) - 10} more")
-        if self._ops:
-            lines.append("Transforms: " + " -> ".join(op.describe() for op in self._ops))
+            lines.append(f"* ... and {len(self._sources) - 10} more")
+        for number, op in enumerate(self._ops, start=1):
+            lines += ["", f"Operator {number} {op.describe()}"]
         stats = self._last_stats
-        lines.append(stats.summary() if stats else "No pass over the data has run yet.")
+        lines += ["", stats.summary() if stats else "No pass over the data has run yet."]
         return "\n".join(lines)
 
     # -- writing ----------------------------------------------------------------------------
@@ -1029,7 +1031,42 @@ class Dataset(BatchIterable, AggregateMethods):
         return self._plan.folded()
 
     def __repr__(self) -> str:
-        return self._plan.describe()
+        """Ray's layout: a table of the columns (and, in memory, the rows); the plan's
+        summary when the schema is not known without reading."""
+        from lockstep.data import _repr
+
+        schema = self._plan.metadata_schema()
+        if schema is None or not schema.names:
+            return self._plan.describe()
+        tables = [s.table for s in self._sources if type(s) is TableSource]  # type: ignore[attr-defined]
+        rows = None
+        if len(tables) == len(self._sources):
+            rows = _repr.preview_rows(_ends(tables))
+        counts = self._plan.known_counts()
+        return _repr.dataset_table(schema, sum(counts) if counts is not None else None, rows)
+
+
+def _ends(tables: list[Any]) -> Any:
+    """The first and last ten rows of in-memory blocks, as one table (no other row is
+    copied)."""
+    from lockstep.data._convert import concat
+
+    head, tail, need = [], [], 10
+    for table in tables:
+        if need <= 0:
+            break
+        head.append(table.slice(0, need))
+        need -= min(need, table.num_rows)
+    need = 10
+    for table in reversed(tables):
+        if need <= 0:
+            break
+        tail.insert(0, table.slice(max(0, table.num_rows - need)))
+        need -= min(need, table.num_rows)
+    total = sum(t.num_rows for t in tables)
+    if total <= 20:
+        return concat(tables)
+    return concat([*head, *tail])  # 20 rows: the preview's first and last five among them
 
 
 class _ColumnOf:

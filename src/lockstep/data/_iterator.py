@@ -89,8 +89,8 @@ class DataIterator(BatchIterable, Generic[D]):
             >>> import lockstep.data as ld
             >>> it = ld.range(4).iterator()
             >>> _ = list(it.iter_batches(batch_size=4))
-            >>> it.stats().split(",")[0]
-            'Last pass: 4 rows in 1 batches'
+            >>> it.stats().splitlines()[4]
+            '* Last pass: 4 rows in 1 batches'
         """
         stats = self._last_stats
         return stats.summary() if stats else "No pass over the data has run yet."

@@ -71,8 +71,10 @@ class Schema:
         return iter(self.base_schema)
 
     def __repr__(self) -> str:
-        fields = "\n".join(f"{f.name}: {f.type}" for f in self.base_schema)
-        return f"Column  Type\n{fields}" if fields else "Schema()"
+        from lockstep.data._repr import schema_table
+
+        names = self.base_schema.names
+        return schema_table(names, self.base_schema.types) if names else "Schema()"
 
 
 def join_tables(

@@ -304,6 +304,8 @@ def test_stats_describe_the_blocks_and_the_last_pass():
         pass
     text = ds.stats()
     assert "range(0, 8)" in text and "map(" in text and "8 rows in 2 batches" in text
+    assert text.startswith("Operator 0 Read: 1 blocks") and "\nOperator 1 map(" in text
+    assert "Dataset iterator time breakdown:" in text and "Dataset throughput:" in text
 
 
 def test_a_dataset_pickles_as_its_description():
@@ -316,8 +318,18 @@ def test_a_dataset_pickles_as_its_description():
 
 
 def test_repr_uses_only_what_is_known_without_reading():
-    assert repr(ld.range(3)) == "Dataset(num_blocks=1, num_rows=3, schema={id: int64})"
+    # Ray's table (python/ray/data/tests/test_consumption.py): rows only when in memory
+    assert repr(ld.range(3)) == (
+        "shape: (3, 1)\n╭───────╮\n│ id    │\n│ ---   │\n│ int64 │\n╰───────╯\n"
+        "(Dataset isn't materialized)"
+    )
+    shown = repr(ld.range(20).materialize()).splitlines()
+    assert shown[0] == "shape: (20, 1)" and shown[-1] == "(Showing 10 of 20 rows)"
+    assert [line.strip("│ ") for line in shown[6:17]] == [*"01234", "…", *map(str, range(15, 20))]
     assert "num_rows=?" in repr(ld.range(3).filter(lambda r: True))
+    assert repr(ld.from_items([{"text": "spam", "number": 0}]).schema()) == (
+        "Column  Type\n------  ----\ntext    string\nnumber  int64"
+    )
 
 
 @pytest.mark.parametrize(
