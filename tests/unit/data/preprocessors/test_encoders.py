@@ -151,3 +151,16 @@ def test_encoders_check_their_columns():
         encoder.transform_batch(pd.DataFrame({"other": [1]}))
     with pytest.raises(ValueError, match="not among columns"):
         Categorizer(["c"], dtypes={"x": pd.CategoricalDtype(["a"])})
+
+
+def test_max_categories_ties_go_to_the_value_seen_first_as_in_ray():
+    # Ray counts with pandas' value_counts and keeps Counter.most_common(k): a tie goes to
+    # the value that appears first
+    ds = ld.from_pandas([pd.DataFrame({"c": ["b", "a"]}), pd.DataFrame({"c": ["a", "b", "c"]})])
+    assert OneHotEncoder(["c"], max_categories={"c": 1}).fit(ds).stats_ == {
+        "unique_values(c)": {"b": 0}
+    }
+    ties = ld.from_items([{"c": x} for x in "zyxxyz"])
+    assert OneHotEncoder(["c"], max_categories={"c": 2}).fit(ties).stats_ == {
+        "unique_values(c)": {"y": 0, "z": 1}
+    }
