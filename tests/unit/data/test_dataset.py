@@ -398,3 +398,16 @@ def test_a_dataset_with_a_local_function_goes_through_plain_pickle():
 
     ds = pickle.loads(pickle.dumps(ld.range(3).map(shift).map_batches(lambda b: b)))
     assert [r["id"] for r in ds.take_all()] == [10, 11, 12]
+
+
+def test_map_refuses_rows_that_change_columns_as_ray_does():
+    # after Ray's python/ray/data/tests/test_map.py
+    ds = ld.range(10, override_num_blocks=1)
+
+    def bad(row):
+        return {"a": "x"} if row["id"] > 5 else {"b": "x"}
+
+    with pytest.raises(ValueError, match="Current row has different columns.*HINT"):
+        ds.map(bad).materialize()
+    good = ds.map(lambda r: {"a": 1, "b": 2} if r["id"] > 5 else {"b": 2, "a": 1})
+    assert good.take_all() == [{"a": 1, "b": 2}] * 10
