@@ -407,7 +407,7 @@ def test_map_refuses_rows_that_change_columns_as_ray_does():
     def bad(row):
         return {"a": "x"} if row["id"] > 5 else {"b": "x"}
 
-    with pytest.raises(ValueError, match="Current row has different columns.*HINT"):
+    with pytest.raises(ValueError, match=r"Current row has different columns.*HINT"):
         ds.map(bad).materialize()
     good = ds.map(lambda r: {"a": 1, "b": 2} if r["id"] > 5 else {"b": 2, "a": 1})
     assert good.take_all() == [{"a": 1, "b": 2}] * 10
