@@ -328,16 +328,7 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.from_items([{"a": 1}]).rename_columns({"a": "b"}).take_all()
             [{'b': 1}]
         """
-        if isinstance(names, Mapping):
-            mapping = dict(names)
-        else:
-            current = self.columns()
-            if len(names) != len(current):
-                raise ValueError(
-                    f"rename_columns: {len(names)} names for {len(current)} columns {current}. "
-                    "HINT: give a name for every column, or a dict of old to new name"
-                )
-            mapping = dict(zip(current, names, strict=True))
+        mapping = _rename_mapping(names, self.columns)
         self._plan.check_columns(list(mapping), "rename_columns")
         return self._with_op(RenameColumns(tuple(mapping.items())))
 
@@ -733,16 +724,25 @@ class Dataset(BatchIterable, AggregateMethods):
             self._schema = self._plan.schema()
         return Schema(self._schema) if self._schema is not None else None
 
-    def columns(self) -> list[str]:
-        """The column names.
+    def columns(self, fetch_if_missing: bool = True) -> list[str] | None:
+        """The column names; with ``fetch_if_missing=False``, None unless metadata tells.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.from_items([{"a": 1, "b": 2}]).columns()
             ['a', 'b']
         """
+        if not fetch_if_missing:
+            schema = self._plan.metadata_schema()
+            return None if schema is None else list(schema.names)
         schema = self.schema()
         return schema.names if schema is not None else []
+
+    def __len__(self) -> int:
+        raise AttributeError(
+            "Use `ds.count()` to compute the length of a distributed Dataset. This may be "
+            "an expensive operation. HINT: count() reads metadata where it can"
+        )
 
     def num_blocks(self) -> int:
         """The number of blocks (files, row ranges, tables) the rows are described by.
@@ -1112,7 +1112,53 @@ def _is_expression(value: Any) -> bool:
 
 
 def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
+    """``cols`` as a list of names, checked with Ray's words (and a hint)."""
+    if not isinstance(cols, str | list | tuple):
+        raise TypeError(
+            f"{where} requires 'cols' to be a string or a list of strings. HINT: got {cols!r}"
+        )
     names = [cols] if isinstance(cols, str) else list(cols)
     if not all(isinstance(c, str) for c in names):
-        raise ValueError(f"{where} takes column names, got {cols!r}")
+        raise ValueError(
+            f"{where} requires all elements of 'cols' to be strings. HINT: got {cols!r}"
+        )
+    if where in ("select_columns", "drop_columns") and len(set(names)) != len(names):
+        verb = "expected" if where == "select_columns" else "expects"
+        raise ValueError(
+            f"{where} {verb} unique column names, got {names}. HINT: name each column once"
+        )
     return names
+
+
+def _rename_mapping(names: Any, current: Callable[[], list[str]]) -> dict[str, str]:
+    """Old name to new name from ``rename_columns``' argument, checked as Ray checks it."""
+    if isinstance(names, Mapping):
+        if not names:
+            raise ValueError("rename_columns received 'names' with no entries.")
+        if len(set(names.values())) != len(names):
+            raise ValueError(
+                f"rename_columns received duplicate values in the 'names': {dict(names)}"
+            )
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise ValueError(
+                "rename_columns requires both keys and values in the 'names' to be strings."
+            )
+        return dict(names)
+    if not isinstance(names, list | tuple):
+        raise TypeError(
+            "rename_columns expected names to be either List[str] or Dict[str, str], "
+            f"got {type(names)}. HINT: {{'old': 'new'}}"
+        )
+    if not names:
+        raise ValueError("rename_columns requires 'names' with at least one column name.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError("rename_columns requires all elements in the 'names' to be strings.")
+    columns = current()
+    if len(names) != len(columns):
+        raise ValueError(
+            f"rename_columns requires 'names': {list(names)} length match current schema "
+            f"names: {columns}. HINT: a name for every column, or a dict of old to new name"
+        )
+    return dict(zip(columns, names, strict=True))

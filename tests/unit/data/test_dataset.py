@@ -343,7 +343,7 @@ def test_repr_uses_only_what_is_known_without_reading():
         (lambda ds: ds.filter(expr="id >"), "cannot read the expression"),
         (lambda ds: ds.select_columns(["nope"]), r"\['nope'\] do not exist"),
         (lambda ds: ds.drop_columns("nope"), "do not exist"),
-        (lambda ds: ds.rename_columns(["a", "b"]), "2 names for 1 columns"),
+        (lambda ds: ds.rename_columns(["a", "b"]), "length match current schema names"),
         (lambda ds: ds.limit(-1), "non-negative"),
         (lambda ds: ds.sort("id", descending=[True, False]), "descending flags"),
         (lambda ds: ds.map(lambda r: r, fn_constructor_args=(1,)), "callable class"),
