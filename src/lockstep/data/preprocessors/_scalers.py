@@ -1,8 +1,9 @@
 """Scalers: (x - center) / scale per column, with the statistics fitted streaming.
 
 Results match scikit-learn's scalers: population standard deviation, a scale below 1e-8
-(a constant or near-constant column, Ray's threshold) treated as one, missing values (null, NaN) ignored by fit and kept by transform. Float columns keep
-their float type; integer columns become float64.
+(a constant or near-constant column, Ray's threshold) treated as one, missing values (null,
+NaN) ignored by fit and kept by transform. Float columns keep their float type; integer
+columns become float64.
 """
 
 from __future__ import annotations
