@@ -328,7 +328,7 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.from_items([{"a": 1}]).rename_columns({"a": "b"}).take_all()
             [{'b': 1}]
         """
-        mapping = _rename_mapping(names, self.columns)
+        mapping = _rename_mapping(names, lambda: self.columns() or [])
         self._plan.check_columns(list(mapping), "rename_columns")
         return self._with_op(RenameColumns(tuple(mapping.items())))
 
@@ -1038,7 +1038,7 @@ class Dataset(BatchIterable, AggregateMethods):
         schema = self._plan.metadata_schema()
         if schema is None or not schema.names:
             return self._plan.describe()
-        tables = [s.table for s in self._sources if type(s) is TableSource]  # type: ignore[attr-defined]
+        tables = [s.table for s in self._sources if isinstance(s, TableSource)]
         rows = None
         if len(tables) == len(self._sources):
             rows = _repr.preview_rows(_ends(tables))
@@ -1051,7 +1051,9 @@ def _ends(tables: list[Any]) -> Any:
     copied)."""
     from lockstep.data._convert import concat
 
-    head, tail, need = [], [], 10
+    head: list[Any] = []
+    tail: list[Any] = []
+    need = 10
     for table in tables:
         if need <= 0:
             break

@@ -38,7 +38,7 @@ def exact_sum_of_squares(values: Any) -> Exact:
     """The exact sum of the squares of a column without nulls."""
     kind = values.type
     if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
-        return sum(v * v for v in values.to_pylist())
+        return int(sum(v * v for v in values.to_pylist()))
     array = _floats(values)
     if array is None or not np.isfinite(array).all() or np.abs(array).max() > _SQUARE_LIMIT:
         return float(pc.sum(pc.multiply(values, values)).as_py() or 0.0)

@@ -35,8 +35,9 @@ def resumed_shards(
     """
     out = [dict(s) for s in shards]
     for name in sorted({n for s in shards for n in s}):
-        parts = [s.get(name) for s in shards]
-        if not all(isinstance(p, Dataset) for p in parts):
+        given = [s.get(name) for s in shards]
+        parts = [p for p in given if isinstance(p, Dataset)]
+        if len(parts) != len(given):
             continue  # Ray datasets (Ray streams them), anything else: as given
         for rank, iterator in enumerate(_iterators(name, parts, positions.get(name))):
             out[rank][name] = iterator
