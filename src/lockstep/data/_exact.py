@@ -1,15 +1,13 @@
 """Exact sums of a column's values, so that aggregates do not depend on the block order.
 
-Integers sum as Python ints. Floats sum as a ``Fraction``: ``math.fsum`` rounds the exact
-sum correctly, so the exact sum is ``fsum`` plus the (again correctly rounded) remainder,
-and so on until nothing remains, two or three passes in practice. Squares of floats are
+Integers sum as Python ints. Floats sum as a ``Fraction``, vectorized: a double is an
+integer of 53 bits times a power of two, and integers add exactly. Squares of floats are
 split (Veltkamp) into parts whose products are exact. A value that is not finite (NaN,
 inf) makes the sum a float, as pyarrow computes it.
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -20,7 +18,12 @@ import pyarrow.compute as pc
 Exact = int | Fraction | float
 
 _SPLIT = 134217729.0  # 2**27 + 1: splits a double into two halves of 26 bits
-_SQUARE_LIMIT = 1e150  # beyond this a half's square overflows
+_BIG = 1e150  # beyond this a half's square overflows
+_TINY = 2.0**-400  # below this a half's square underflows: scaled up by _UP first
+_UP = 2.0**600
+_EXPONENT_OFFSET = 1100  # frexp's exponents of doubles are within [-1073, 1024]
+_BINS = 2200
+_CHUNK = 1 << 16  # values summed at a time: the halves' sums stay below 2**53
 
 
 def exact_sum(values: Any) -> Exact:
@@ -40,8 +43,13 @@ def exact_sum_of_squares(values: Any) -> Exact:
     if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         return int(sum(v * v for v in values.to_pylist()))
     array = _floats(values)
-    if array is None or not np.isfinite(array).all() or np.abs(array).max() > _SQUARE_LIMIT:
+    if array is None or not np.isfinite(array).all() or np.abs(array).max(initial=0) > _BIG:
         return float(pc.sum(pc.multiply(values, values)).as_py() or 0.0)
+    tiny = np.abs(array) < _TINY  # their squares would lose bits below 2**-1022: scaled
+    return _squares(array[~tiny]) + _squares(array[tiny] * _UP) / Fraction(_UP) ** 2
+
+
+def _squares(array: np.ndarray[Any, Any]) -> Fraction:
     t = _SPLIT * array
     high = t - (t - array)
     low = array - high
@@ -63,11 +71,17 @@ def _floats(values: Any) -> np.ndarray[Any, Any] | None:
 
 
 def _float_sum(array: np.ndarray[Any, Any]) -> Fraction:
-    rest = array.tolist()
+    """The exact sum of finite doubles, vectorized: each is an integer of 53 bits times a
+    power of two (``frexp``); the integers of each power are summed exactly (in two
+    halves of 27 bits, a chunk at a time), then the few sums are scaled and added."""
     total = Fraction(0)
-    while True:
-        part = math.fsum(rest)
-        if part == 0.0:  # an exact sum of doubles that is not zero never rounds to zero
-            return total
-        total += Fraction(part)
-        rest.append(-part)
+    for start in range(0, len(array), _CHUNK):
+        mantissas, exponents = np.frexp(array[start : start + _CHUNK])
+        ints = (mantissas * float(2**53)).astype(np.int64)
+        bins = exponents + _EXPONENT_OFFSET
+        for half, shift in ((ints >> 26, 26), (ints & (2**26 - 1), 0)):
+            sums = np.bincount(bins, weights=half, minlength=_BINS)  # below 2**43: exact
+            for index in np.flatnonzero(sums).tolist():
+                power = index - _EXPONENT_OFFSET - 53 + shift
+                total += Fraction(int(sums[index])) * Fraction(2) ** power
+    return total
