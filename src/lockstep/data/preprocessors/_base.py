@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import inspect
 import pickle
 import warnings
 from collections.abc import Mapping, Sequence
@@ -395,7 +396,9 @@ class Preprocessor:
 
     def __repr__(self) -> str:
         fields = ", ".join(
-            f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k != "stats_"
+            f"{k}={_shown(v)}"
+            for k, v in vars(self).items()
+            if not k.startswith("_") and k != "stats_"
         )
         return f"{type(self).__name__}({fields})"
 
@@ -501,6 +504,14 @@ class SerializablePreprocessorBase(Preprocessor):
         preprocessor._set_stats(dict(record.get("stats") or {}))
         preprocessor._fitted = bool(record.get("fitted", bool(record.get("stats"))))
         return preprocessor
+
+
+def _shown(value: Any) -> str:
+    """A field in ``repr``: a function by its name (as Ray shows one; its address would
+    make the repr long and different every run)."""
+    if inspect.isfunction(value) or inspect.isbuiltin(value):
+        return str(value.__name__)
+    return repr(value)
 
 
 def _as_table(batch: Any) -> Any:

@@ -154,3 +154,13 @@ def test_a_serializable_preprocessor_is_rebuilt_from_its_record():
         SerializablePreprocessorBase.deserialize(
             SerializablePreprocessorBase.MAGIC_CLOUDPICKLE + cloudpickle.dumps(unknown)
         )
+
+
+def test_reprs_are_short_and_name_functions_as_ray_does():
+    # after Ray's python/ray/data/tests/preprocessors/test_preprocessors.py (test_repr)
+    from lockstep.data.constants import MAX_REPR_LENGTH
+    from lockstep.data.preprocessors import CountVectorizer, HashingVectorizer
+
+    for prep in (CountVectorizer(columns=["X"]), HashingVectorizer(columns=["X"], num_features=1)):
+        text = repr(prep)
+        assert len(text) < MAX_REPR_LENGTH and "tokenization_fn=simple_split_tokenizer" in text
