@@ -231,7 +231,11 @@ class Preprocessor:
             >>> StandardScaler(["x"]).get_input_columns()
             ['x']
         """
-        return list(getattr(self, "_columns", getattr(self, "columns", [])))
+        for name in ("_columns", "columns", "label_column"):
+            value = getattr(self, name, None)
+            if value is not None:
+                return [value] if isinstance(value, str) else list(value)
+        return []
 
     def get_output_columns(self) -> list[str]:
         """The columns the preprocessor writes.
@@ -241,8 +245,11 @@ class Preprocessor:
             >>> StandardScaler(["x"], output_columns=["x_scaled"]).get_output_columns()
             ['x_scaled']
         """
-        columns = getattr(self, "_output_columns", getattr(self, "output_columns", None))
-        return list(columns) if columns else self.get_input_columns()
+        for name in ("_output_columns", "output_columns", "output_column", "output_column_name"):
+            value = getattr(self, name, None)
+            if value:
+                return [value] if isinstance(value, str) else list(value)
+        return self.get_input_columns()
 
     def serialize(self) -> bytes:
         """The preprocessor as bytes (``b"CPKL:"`` and a cloudpickle), as Ray's format.

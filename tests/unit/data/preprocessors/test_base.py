@@ -164,3 +164,20 @@ def test_reprs_are_short_and_name_functions_as_ray_does():
     for prep in (CountVectorizer(columns=["X"]), HashingVectorizer(columns=["X"], num_features=1)):
         text = repr(prep)
         assert len(text) < MAX_REPR_LENGTH and "tokenization_fn=simple_split_tokenizer" in text
+
+
+def test_input_and_output_columns_of_every_kind_of_preprocessor():
+    # after Ray's python/ray/data/tests/preprocessors/test_preprocessors.py
+    from lockstep.data.preprocessors import (
+        Concatenator,
+        FeatureHasher,
+        LabelEncoder,
+        StandardScaler,
+    )
+
+    assert StandardScaler(["A"], output_columns=["B"]).get_output_columns() == ["B"]
+    assert LabelEncoder("t").get_input_columns() == LabelEncoder("t").get_output_columns() == ["t"]
+    assert LabelEncoder("t", output_column="e").get_output_columns() == ["e"]
+    assert Concatenator(["A", "B"]).get_output_columns() == ["concat_out"]
+    hasher = FeatureHasher(["a"], num_features=8, output_column="h")
+    assert hasher.get_input_columns() == ["a"] and hasher.get_output_columns() == ["h"]
