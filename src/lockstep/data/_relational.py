@@ -141,7 +141,7 @@ def stratified_indices(labels: Any, test_fraction: float, seed: int | None) -> t
     for value in dict.fromkeys(values.tolist()):
         rows = np.flatnonzero(values == value)
         rows = rng.permutation(rows) if seed is not None else rows
-        cut = round(len(rows) * (1 - test_fraction))
+        cut = len(rows) - int(len(rows) * test_fraction)  # Ray's count of test rows
         train.append(rows[:cut])
         test.append(rows[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
