@@ -177,6 +177,18 @@ def no_leaks() -> Iterator[None]:
 
 
 @pytest.fixture
+def fork_safe_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the fork server's own tests, which start servers of their own: a library that an
+    earlier test left running in this process (the AWS CRT of pyarrow's S3 filesystem, gRPC
+    from Ray) would make lockstep start workers fresh instead of forking a new server. These
+    tests' workers use none of them; ``tests/integration/test_fork_safety.py`` tests the
+    libraries, each in a fresh driver."""
+    from lockstep._internal.execution.worker_group.process import fork_safety
+
+    monkeypatch.setattr(fork_safety, "CHECKS", ())
+
+
+@pytest.fixture
 def run_config(tmp_path: Path) -> RunConfig:
     """A quiet run in this test's own directory."""
     return RunConfig(name="run", storage_path=str(tmp_path / "runs"), verbose=0)
