@@ -90,6 +90,43 @@ def test_doctor_shows_versions_and_backends_with_their_fix():
             assert backends[i + 1].strip().startswith("fix: "), line
 
 
+FAKE_NVIDIA_SMI = """#!/bin/sh
+case "$*" in
+  *--query-gpu=index,name,memory.total,driver_version*)
+    echo "0, NVIDIA H100 80GB HBM3, 81559, 580.65.06"
+    echo "1, NVIDIA H100 80GB HBM3, 81559, 580.65.06" ;;
+  *--query-gpu=index*) echo 0; echo 1 ;;
+  *) exit 9 ;;
+esac
+"""
+
+
+def test_doctor_lists_the_gpus_nvidia_smi_shows(tmp_path):
+    # nvidia-smi's output as it prints it, from a stand-in on PATH: this checks the parsing
+    # only (tests/integration/test_gpu.py runs doctor against a real GPU)
+    (tmp_path / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": ""}
+    done = lockstep("doctor", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    gpus = lines[lines.index("GPUs:") + 1 : lines.index("backends:") - 1]
+    assert gpus[:2] == [
+        "  0  NVIDIA H100 80GB HBM3, 81559 MiB, driver 580.65.06",
+        "  1  NVIDIA H100 80GB HBM3, 81559 MiB, driver 580.65.06",
+    ]
+    import torch
+
+    if torch.version.cuda is None:
+        assert gpus[2:] == [
+            "  torch's CUDA none (a CPU build of torch), NCCL none (this torch build has no NCCL)"
+        ]
+        # GPUs are there, this torch cannot use them: the NCCL backend says so
+        assert "  NCCL        not usable: this torch build has no CUDA" in lines
+    else:  # a CUDA build (the GPU machine's)
+        assert gpus[2].startswith(f"  torch's CUDA {torch.version.cuda}, NCCL 2.")
+
+
 def test_demo_is_seeded_writes_to_the_storage_variable_and_plots(tmp_path):
     env = {"LOCKSTEP_STORAGE_PATH": str(tmp_path)}
     curves = []
@@ -101,3 +138,24 @@ def test_demo_is_seeded_writes_to_the_storage_variable_and_plots(tmp_path):
         rows = (tmp_path / name / "result.json").read_text().splitlines()
         curves.append([{k: json.loads(r)[k] for k in ("train_loss", "val_loss")} for r in rows])
     assert curves[0] == curves[1]
+
+
+def test_doctor_shows_what_launched_it_and_the_topology():
+    srun = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "4",
+            "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": "2",
+            "SLURM_STEP_NODELIST": "node[01-02]", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
+    done = lockstep("doctor", env=srun)
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("launched by:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[:4] == [
+        "  launcher      SLURM srun (LOCKSTEP_CLUSTER=auto)",
+        "  this process  1 of 4, 1 of 2 on its node, node 0 of 2",
+        "  allocation    2 nodes x 2 process(es)",
+        "  nodes         node01, node02",
+    ]
+    assert "  run name      lockstep_run-slurm-5 unless RunConfig(name=...)" in section
+    assert section[-1].startswith("  topology      this process joins the driver's run")
+    off = lockstep("doctor", env=srun | {"LOCKSTEP_CLUSTER": "off"})
+    assert "  nothing       a run uses this machine's processes (LOCKSTEP_CLUSTER=off)" in (
+        off.stdout
+    )

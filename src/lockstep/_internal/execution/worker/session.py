@@ -75,6 +75,8 @@ class WorkerSession:
             start.context, dataset_shards=self.get_dataset_shard
         )
         self._start = start
+        # The driver sent Stop (a worker that ignores a scheduler's SIGTERM takes its own)
+        self.stop_requested = False
         self._latest = start.checkpoint
         self._reported = start.reported
         self._pending_commits: list[Reply] = []
@@ -438,6 +440,7 @@ class WorkerSession:
             self._link.resolve("collective", message.seq, message)
         elif isinstance(message, Stop) and self._on_driver_lost is not None:
             # Raise in the main thread through the process's own SIGTERM handler.
+            self.stop_requested = True
             os.kill(os.getpid(), signal.SIGTERM)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import os
 import pickle
 import selectors
 import socket
@@ -35,7 +34,6 @@ from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
-    STACK_SIGNAL,
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
@@ -205,24 +203,7 @@ class ConnectedWorkerGroup(abc.ABC):
         """
         with self._stacks_lock:  # the hang watchdog and `lockstep status` may both ask
             pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
-            signalled, before = {}, {}
-            for rank, pid in pids.items():
-                if rank in self._stack_fds:
-                    path = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
-                    try:
-                        before[rank] = os.path.getsize(path)  # earlier dumps come first
-                        os.kill(pid, STACK_SIGNAL)
-                        signalled[rank] = path
-                    except OSError:
-                        continue
-            texts = {
-                rank: stacks.latest_dump(text, before[rank])
-                for rank, text in stacks.read_when_written(signalled, timeout, before).items()
-            }
-            for rank, pid in pids.items():
-                if not stacks.has_stack(texts.get(rank, "")):
-                    texts[rank] = stacks.py_spy_dump(pid)
-            return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+            return stacks.collect(pids, self._stack_fds, timeout)
 
     def _worker_pids(self) -> dict[int, int]:
         """The pid of each worker running on this machine, by rank."""
