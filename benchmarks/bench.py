@@ -41,3 +41,18 @@ def fit_two_workers(trainer_cls: Any, fn: Callable[..., Any], config: dict, stor
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=storage, verbose=0),
     ).fit()
+
+
+def answer_barrier(conns: list[Any], steps: int) -> None:
+    """The driver of a bare barrier: ``steps`` times, wait until every connection sent a
+    message, then answer each (what ``report()`` is without lockstep)."""
+    import multiprocessing.connection as mpc
+
+    for _ in range(steps):
+        waiting = set(conns)
+        while waiting:
+            for conn in mpc.wait(list(waiting)):
+                conn.recv()
+                waiting.discard(conn)
+        for conn in conns:
+            conn.send(True)

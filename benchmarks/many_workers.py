@@ -16,7 +16,6 @@ theirs (the bare barrier at N).
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.connection as mpc
 import resource
 import statistics
 import sys
@@ -83,14 +82,7 @@ def bare_once(num_workers: int, reports: int) -> float:
         proc.start()
         conns.append(ours)
         procs.append(proc)
-    for _ in range(reports):
-        waiting = set(conns)
-        while waiting:
-            for conn in mpc.wait(list(waiting)):
-                conn.recv()
-                waiting.discard(conn)
-        for conn in conns:
-            conn.send(True)
+    bench.answer_barrier(conns, reports)
     for proc in procs:
         proc.join()
     return time.perf_counter() - start

@@ -47,16 +47,10 @@ DEFAULT_ASSUMED_MTBF_S = 24 * 3600.0
 # time.bin: a header, the run's figures, then each rank's.
 HOT_VERSION = 1.0
 HOT_HEADER = ("version", "seq", "num_ranks")
+# the wall time and every category but training (what is left of the wall time)
+COUNTED = ("wall", *(name for name in CATEGORIES if name != "training"))
 HOT_RUN = (
-    "wall",
-    "starting",
-    "data_wait",
-    "barrier_wait",
-    "checkpoint_stall",
-    "recovering",
-    "replayed",
-    "preemption_drain",
-    "shutdown",
+    *COUNTED,
     "num_steps",
     "num_checkpoints",
     "num_failures",
@@ -344,7 +338,7 @@ class TimeLedger:
         """Read back what :meth:`to_json` wrote."""
         time = data.get("time", {})
         return cls(
-            **{name: float(time.get(name, 0.0)) for name in HOT_RUN[:9]},
+            **{name: float(time.get(name, 0.0)) for name in COUNTED},
             per_rank=tuple(RankTime(**r) for r in data.get("per_rank", [])),
             num_steps=int(data.get("num_steps", 0)),
             num_checkpoints=int(data.get("num_checkpoints", 0)),
@@ -358,7 +352,7 @@ class TimeLedger:
         """The figures of ``time.bin`` (its doubles), with what only ``time.json`` holds
         (the data sources, the assumption) from ``base``."""
         base = base or cls()
-        run = {name: values[RUN_AT[name]] for name in HOT_RUN[:9]}
+        run = {name: values[RUN_AT[name]] for name in COUNTED}
         num_ranks = int(values[HOT_HEADER.index("num_ranks")])
         ranks = []
         for rank in range(num_ranks):
@@ -431,11 +425,13 @@ def read_ledger(run_dir: StorageDir) -> tuple[TimeLedger, int] | None:
     return (base, seq) if base is not None else None
 
 
-def _duration(seconds: float) -> str:
-    """``42ms`` under a second, ``12.3s`` under a minute, ``4m05s`` under an hour,
-    ``2h03m`` beyond."""
-    if seconds < 0.995:
-        return f"{seconds * 1000:.0f}ms"
+def format_duration(seconds: float) -> str:
+    """``12.3s`` under a minute, ``4m05s`` under an hour, ``2h03m`` beyond.
+
+    Example:
+        >>> format_duration(3.21), format_duration(245), format_duration(7380)
+        ('3.2s', '4m05s', '2h03m')
+    """
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(seconds), 60)
@@ -443,3 +439,8 @@ def _duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def _duration(seconds: float) -> str:
+    """:func:`format_duration`, or ``42ms`` under a second (a checkpoint's cost)."""
+    return f"{seconds * 1000:.0f}ms" if seconds < 0.995 else format_duration(seconds)

@@ -281,7 +281,7 @@ class Ledger:
         callbacks: after every step, so without a look at every rank."""
         self._advance()
         values = self.values
-        run: dict[str, Any] = {name: values[_RUN[name]] for name in tl.HOT_RUN[:9]}
+        run: dict[str, Any] = {name: values[_RUN[name]] for name in tl.COUNTED}
         return tl.TimeLedger(**run).as_dict()
 
     def goodput(self) -> float | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from lockstep._core import flags
-from lockstep._core.time_ledger import TimeLedger
+from lockstep._core.time_ledger import TimeLedger, format_duration
 
 MAX_METRICS = 3  # a status line is read at a glance: a few numbers, not a table
 LIVE_INTERVAL_S = 0.1  # the live line changes at most this often (rich redraws 4 times a second)
@@ -67,22 +67,6 @@ def format_metrics(metrics: dict[str, Any], names: Sequence[str]) -> str:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         parts.append(f"{key}={shown}")
     return " ".join(parts)
-
-
-def format_duration(seconds: float) -> str:
-    """``12.3s`` under a minute, ``4m05s`` under an hour, ``2h03m`` beyond.
-
-    Example:
-        >>> format_duration(3.21), format_duration(245), format_duration(7380)
-        ('3.2s', '4m05s', '2h03m')
-    """
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def fit_width(line: str, width: int) -> str:
