@@ -60,7 +60,9 @@ def test_plain_lines_when_not_a_terminal(tmp_path, capfd):
     assert ours[:2] == [f"[lockstep] run 'plain' in {run}", "[lockstep] starting 2 workers ..."]
     assert re.fullmatch(r"\[lockstep\] 2 workers ready in \d+\.\d s", ours[2])
     assert "[lockstep] iter 3: loss=0.3333 epoch=2" in ours
-    assert re.fullmatch(r"\[lockstep\] finished in \d+\.\ds: 3 reports, 0 restarts", ours[-3])
+    finished = next(i for i, line in enumerate(ours) if "] finished in " in line)
+    assert re.fullmatch(r"\[lockstep\] finished in \d+\.\ds: 3 reports, 0 restarts", ours[finished])
+    assert re.fullmatch(r"\[lockstep\] time: goodput \d+%: starting .*", ours[finished + 1])
     assert ours[-2:] == [
         f"[lockstep] run directory: {run}",
         f"[lockstep] see it with: lockstep runs show {run}",
@@ -152,8 +154,8 @@ def test_live_status_line_on_a_terminal(tmp_path):
     assert "[lockstep] starting 2 workers ..." in text
     assert re.search(
         r"live-run-with-a-rather-long-name \| iter 2/4 \| \d+\.\ds elapsed, ETA \d+\.\ds \| "
-        r"accuracy=0\.25 loss=0\.5 epoch=1 \| \d+\.\d\d reports/s \| attempt 1 \(restarts 0\) \| "
-        r"workers 2/2",
+        r"accuracy=0\.25 loss=0\.5 epoch=1 \| \d+\.\d\d reports/s \| goodput \d+% \| "
+        r"attempt 1 \(restarts 0\) \| workers 2/2",
         text,
     )
     # the last frame says how the run ended, not "workers 0/2"

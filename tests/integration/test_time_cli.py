@@ -14,25 +14,14 @@ import pytest
 import tensorflow  # noqa: F401
 
 from lockstep import train
+from lockstep._core.time_ledger import KEYS
 from lockstep.cli._runs import run_command
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from lockstep.train.callbacks import TBXLoggerCallback
 
 pytestmark = pytest.mark.slow
 
-TIME_KEYS = [
-    "wall",
-    "starting",
-    "training",
-    "data_wait",
-    "barrier_wait",
-    "checkpoint_stall",
-    "recovering",
-    "replayed",
-    "preemption_drain",
-    "shutdown",
-    "goodput",
-]
+TIME_KEYS = list(KEYS)  # the documented keys (tests/unit/_core/test_time_ledger.py)
 
 
 def rank_one_is_slower(config):  # type: ignore[no-untyped-def]
@@ -83,14 +72,20 @@ def test_show_json_has_the_documented_keys(run, capsys):  # type: ignore[no-unty
     assert shown["status"] == "finished" and shown["iterations"] == 6
 
 
-def test_plot_draws_the_time_as_a_stacked_bar(run, capsys):  # type: ignore[no-untyped-def]
+def test_plot_draws_the_time_as_a_stacked_bar_beside_the_metrics(run, capsys):  # type: ignore[no-untyped-def]
     import matplotlib.image
 
-    assert run_command(["plot", "slow", "--storage-path", str(run)]) == 0
-    printed = capsys.readouterr().out.split()
-    assert printed == [str(run / "slow" / "metrics.png"), str(run / "slow" / "metrics-time.png")]
-    image = matplotlib.image.imread(printed[1])
-    assert image.shape[0] > 100 and image.shape[1] > 400
+    assert run_command(["plot", "slow", "loss", "--storage-path", str(run)]) == 0
+    assert capsys.readouterr().out.split() == [str(run / "slow" / "metrics.png")]
+    image = matplotlib.image.imread(str(run / "slow" / "metrics.png"))
+    # two panels side by side: the loss, and where the time went
+    assert image.shape[1] > 1.8 * image.shape[0]
+    # the time's panel has its colours: training's green and barrier wait's orange
+    colours = {
+        tuple((image[..., :3].reshape(-1, 3)[i] * 255).round().astype(int))
+        for i in range(0, image.shape[0] * image.shape[1], 7)
+    }
+    assert (44, 160, 44) in colours and (255, 127, 14) in colours
 
 
 def test_logger_callbacks_get_the_time_as_metrics(run):  # type: ignore[no-untyped-def]

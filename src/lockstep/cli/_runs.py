@@ -280,7 +280,12 @@ def _plot(run: Run, args: argparse.Namespace) -> int:
     if not metrics:
         raise LookupError(f"run {run.name!r} reported no numeric metric")
     output = args.output or os.path.join(run.path, "metrics.png")
-    figure, axes = _figure(len(metrics))
+    ledger = _time.ledger_of(run.path)
+    timed = ledger is not None and ledger.wall > 0
+    figure, axes = _figure(len(metrics) + timed)
+    if timed:
+        assert ledger is not None
+        _time.draw_time(axes.pop(), ledger)
     for ax, metric in zip(axes, metrics, strict=True):
         steps, values = run.series(metric)
         if not values:
@@ -292,9 +297,6 @@ def _plot(run: Run, args: argparse.Namespace) -> int:
         ax.set_xlabel("training_iteration")
     figure.suptitle(run.name)
     _save(figure, output)
-    ledger = _time.ledger_of(run.path)
-    if ledger is not None and ledger.wall > 0:
-        _save(_time.time_figure(ledger, run.name), _time.time_output(output))
     return 0
 
 

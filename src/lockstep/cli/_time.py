@@ -1,11 +1,10 @@
 """Where a run's time went, in ``lockstep runs show`` (a table, per rank where the ranks
 differ, the findings and the checkpoint advice; ``--json``) and ``lockstep runs plot`` (a
-stacked bar per rank and for the run)."""
+panel of stacked bars, per rank and for the run, beside the metrics')."""
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from lockstep._core import storage
@@ -102,38 +101,25 @@ def print_time(console: Any, path: str) -> None:
         console.print(advice.describe(), highlight=False)
 
 
-def time_figure(ledger: TimeLedger, title: str) -> Any:
-    """A horizontal stacked bar per rank and one for the run: each category's seconds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def draw_time(ax: Any, ledger: TimeLedger) -> None:
+    """On ``ax``: a horizontal stacked bar per rank and one for the run, each category's
+    seconds."""
     rows = [("run", ledger.as_dict())]
     rows += [(f"rank {int(r['rank'])}", r) for r in ledger.per_rank_dicts()]
-    figure, ax = plt.subplots(figsize=(10, 1.4 + 0.4 * len(rows)))
     shown = [n for n in CATEGORIES if any(values[n] > 0 for _, values in rows)]
     for index, (_, values) in enumerate(reversed(rows)):
         left = 0.0
         for name in shown:
-            width = values[name]
-            ax.barh(
-                index, width, left=left, color=_COLOURS[name], label=name if index == 0 else None
-            )
-            left += width
+            ax.barh(index, values[name], left=left, color=_COLOURS[name])
+            left += values[name]
     ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)])
     ax.set_xlabel("seconds")
-    ax.set_title(f"{title}: where the time went (goodput {ledger.goodput * 100:.1f}%)")
+    ax.set_title(f"where the time went: goodput {ledger.goodput * 100:.1f}%")
     ax.legend(
         [name.replace("_", " ") for name in shown],
-        loc="center left",
-        bbox_to_anchor=(1.01, 0.5),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.3),
+        ncol=3,
+        fontsize="small",
         frameon=False,
     )
-    return figure
-
-
-def time_output(output: str) -> str:
-    """Where ``runs plot`` puts the time's plot, beside the metrics' ``output``."""
-    stem, ext = os.path.splitext(output)
-    return f"{stem}-time{ext or '.png'}"

@@ -144,6 +144,7 @@ class TrainController:
         self.state: State = Starting(attempt=0)
         self._last_step_at = time.monotonic()  # for `lockstep status`: is the loop stuck?
         self._contexts: dict[int, RunContext] = {}
+        self._failed_at: float | None = None  # the failure being handled, for the ledger
         self._main_thread: int | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -311,12 +312,14 @@ class TrainController:
             self._emit(ev.StepEnd(self._context()))
 
     def _transition(self, state: State, next_state: State) -> None:
+        # after a failure, the time ledger counts from when it happened, not when heard of
+        failed, self._failed_at = self._failed_at, None
         if isinstance(state, WithWorkers) and not isinstance(next_state, WithWorkers):
-            self._ranks_at_end(state.run)
+            self._ranks_at_end(state.run, until=failed)
             self._stop_workers(state.run)
         phase = _PHASES.get(type(next_state))
         if phase is not None and phase != self._ledger.phase:
-            self._ledger.enter(phase)
+            self._ledger.enter(phase, since=failed)
             self._run_record.write_ledger(self._ledger.to_json())
         self.state = next_state
 
@@ -456,12 +459,14 @@ class TrainController:
             failures[event.failure.rank] = event.failure
         return ev.Directive.CONTINUE
 
-    def _ranks_at_end(self, run: Attempt) -> None:
-        """The attempt ends: what its ranks were waiting for since their last report counts
-        in the time ledger (read from their phase pages before they are stopped)."""
+    def _ranks_at_end(self, run: Attempt, until: float | None = None) -> None:
+        """The attempt ends (at ``until``, by default now): what its ranks were waiting for
+        since their last report counts in the time ledger (read from their phase pages
+        before they are stopped)."""
         if self._ledger.phase == RUNNING:
             places = run.group.worker_places()
-            self._ledger.ranks_at_end({rank: place.phase for rank, place in places.items()})
+            phases = {rank: place.phase for rank, place in places.items()}
+            self._ledger.ranks_at_end(phases, now=until)
 
     def _rank_running(self, run: Attempt, rank: int) -> None:
         """Rank ``rank`` runs its function; once every rank does, the run is running (its
@@ -500,6 +505,10 @@ class TrainController:
         preempted = drain is not None and not drain.stops_run
         count = self._run_record.record_failure(preempted=preempted)
         self._ledger.failed()
+        # when the first failure happened (a worker's own clock: the same machine's, or
+        # near it), on this driver's monotonic clock
+        first = min(f.time for f in run.failures.values())
+        self._failed_at = time.monotonic() - max(0.0, time.time() - first)
         if preempted:
             decision = self._failure_policy.decide_preemption(num_restarts=count - 1)
         else:

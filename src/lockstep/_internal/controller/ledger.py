@@ -74,12 +74,20 @@ class Ledger:
     def phase(self) -> str:
         return self._phase
 
-    def enter(self, phase: str, now: float | None = None) -> None:
-        """The run is in ``phase`` from now on."""
-        now = self._advance(now)
+    def enter(self, phase: str, now: float | None = None, *, since: float | None = None) -> None:
+        """The run is in ``phase`` from now on, or from ``since`` (earlier: when a failure
+        happened, which the driver hears of a moment later)."""
+        if since is None:
+            self._switch(phase, self._advance(now))
+            return
+        since = self._advance(max(since, self._mark))
+        self._switch(phase, since)
+        self._advance(now)
+
+    def _switch(self, phase: str, at: float) -> None:
         if phase == RUNNING and self._phase != RUNNING:
-            self._running_since = now
-            self._stamp_early_arrivals(now)
+            self._running_since = at
+            self._stamp_early_arrivals(at)
         elif phase != RUNNING and self._phase == RUNNING:
             self._fold_all()
         self._phase = phase
@@ -174,7 +182,7 @@ class Ledger:
         ``report()`` for a step the others never reached."""
         if self._phase != RUNNING:
             return
-        now = self._advance(now)
+        now = self._advance(now if now is None else max(now, self._mark))
         share = 1.0 / max(1, self._num_workers)
         for rank in range(self._num_workers):
             self._fold(rank)

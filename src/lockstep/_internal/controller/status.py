@@ -427,10 +427,11 @@ class StatusServer:
         self._thread.start()
 
     def _serve(self) -> None:
-        assert self._sock is not None
+        sock = self._sock  # close() lets go of it while this thread may still loop
+        assert sock is not None
         while True:
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return  # closed
             with conn, contextlib.suppress(OSError, ValueError):
