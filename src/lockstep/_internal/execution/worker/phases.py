@@ -2,10 +2,10 @@
 
 A worker keeps its phase (training, waiting for data, in ``report()`` for step k,
 persisting a checkpoint), since when, and what it concerns (the dataset and its slowest
-stage, the checkpoint's size and where it goes) in a page of an unlinked temporary file,
-mapped into its memory. Writing a phase is a copy of a few bytes, no system call; the
-driver maps the same file (``/proc/PID/fd/N``, readable by the run's own user only) and
-reads it when ``lockstep status`` asks. Nothing is left behind: the file has no name.
+stage, the checkpoint's size and where it goes) in a page of memory with a descriptor
+but no name (``memfd_create``), mapped into its memory. Writing a phase is a copy of a
+few bytes, no system call; the driver maps the same page (``/proc/PID/fd/N``, readable
+by the run's own user only) and reads it when ``lockstep status`` asks. Nothing is left behind: the page has no name.
 """
 
 from __future__ import annotations
@@ -71,9 +71,15 @@ class PhasePage:
 
     @classmethod
     def create(cls) -> PhasePage | None:
-        """A page in a new unlinked file; None where none can be made."""
+        """A page of memory with a descriptor and no name (``memfd_create``: never written
+        back to a disk, which would stall a write to the page while it is; an unlinked
+        temporary file where there is no such call); None where none can be made."""
         try:
-            file = tempfile.TemporaryFile()  # noqa: SIM115 - open while the worker runs
+            if hasattr(os, "memfd_create"):
+                fd = os.memfd_create("lockstep-phase", os.MFD_CLOEXEC)
+                file: IO[bytes] = os.fdopen(fd, "r+b", buffering=0)
+            else:
+                file = tempfile.TemporaryFile()  # noqa: SIM115 - open while the worker runs
             os.ftruncate(file.fileno(), PAGE_SIZE)
             page = mmap.mmap(file.fileno(), PAGE_SIZE)
         except OSError:
