@@ -342,7 +342,6 @@ class TrainController:
         )
         self._emit(ev.AttemptStarting(self._context(attempt), spec.num_workers))
         self._ledger.attempt_starting(spec.num_workers, from_checkpoint=checkpoint is not None)
-        self._run_record.write_ledger(self._ledger.to_json())
         run = Attempt(attempt, self._make_worker_group(), spec.num_workers)
         try:
             run.group.start(spec)

@@ -311,10 +311,13 @@ class RunRecord:
         self._time.write_figures(values)
 
     def write_ledger(self, data: Mapping[str, Any]) -> None:
-        """Replace ``time.json`` with the whole ledger (at attempts, commits, the end); a
-        storage that will not take it costs a warning, not the run."""
+        """Replace ``time.json`` with the whole ledger (when the run's phase changes, at
+        commits, at the end); a storage that will not take it costs a warning, not the
+        run. Locally without an fsync: time.bin has the figures too, and a restart per
+        failure should not wait for a disk."""
+        data_bytes = json.dumps(data, indent=1).encode()
         try:
-            self.run_dir.write_atomic(TIME_FILE, json.dumps(data, indent=1).encode())
+            self._time.write_json(data_bytes)
         except OSError as exc:
             warnings.warn(f"lockstep: could not write {TIME_FILE}: {exc}", stacklevel=2)
 
@@ -415,6 +418,22 @@ class _TimeFiles:
             if hot is not None and hot_seq(hot) > seq:
                 figures = hot
         return (list(figures), sources) if figures else None
+
+    def write_json(self, data: bytes) -> None:
+        run_dir = self._run_dir
+        if not isinstance(run_dir, storage.LocalDir):
+            run_dir.write_atomic(TIME_FILE, data)
+            return
+        target = run_dir.join(TIME_FILE)
+        tmp = f"{target}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)  # readers see the old file or the new one, whole
+        except OSError:
+            if os.path.lexists(tmp):
+                os.remove(tmp)  # a full disk: the old file stays, no half copy beside it
+            raise
 
     def write_figures(self, values: array.array[float]) -> None:
         if not isinstance(self._run_dir, storage.LocalDir):

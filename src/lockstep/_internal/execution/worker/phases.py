@@ -5,7 +5,8 @@ persisting a checkpoint), since when, and what it concerns (the dataset and its 
 stage, the checkpoint's size and where it goes) in a page of memory with a descriptor
 but no name (``memfd_create``), mapped into its memory. Writing a phase is a copy of a
 few bytes, no system call; the driver maps the same page (``/proc/PID/fd/N``, readable
-by the run's own user only) and reads it when ``lockstep status`` asks. Nothing is left behind: the page has no name.
+by the run's own user only) and reads it when ``lockstep status`` asks. Nothing is left
+behind: the page has no name.
 """
 
 from __future__ import annotations
