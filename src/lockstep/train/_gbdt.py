@@ -450,9 +450,14 @@ def _metric_names(metrics: str | list[str] | dict[str, str] | None) -> dict[str,
 
 
 def load_model_file(
-    checkpoint: Checkpoint, filename: str, loader: Callable[[str], Any], what: str
+    checkpoint: Checkpoint,
+    filename: str,
+    loader: Callable[[str], Any],
+    what: str,
+    older_name: str | None = None,
 ) -> Any:
-    """``loader(path)`` of ``filename`` in ``checkpoint``, or a ValueError if it is absent."""
+    """``loader(path)`` of ``filename`` in ``checkpoint`` (or of ``older_name``, the name an
+    older release saved it under), or a ValueError if it is absent."""
     if not isinstance(checkpoint, Checkpoint):
         raise ValueError(
             f"get_model takes a Checkpoint, got {type(checkpoint).__name__}. "
@@ -460,6 +465,8 @@ def load_model_file(
         )
     with checkpoint.as_directory() as directory:
         path = os.path.join(directory, filename)
+        if older_name is not None and not os.path.exists(path):
+            path = os.path.join(directory, older_name)
         if not os.path.exists(path):
             present = sorted(os.listdir(directory))
             raise ValueError(

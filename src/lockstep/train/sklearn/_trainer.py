@@ -19,6 +19,7 @@ from lockstep.train._session import report
 from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
 
 MODEL_FILE = "model.pkl"
+AIR_MODEL_FILE = "model"  # Ray AIR's SklearnCheckpoint (Ray 2.0 to 2.6) named it so
 _SCORING_TYPES = (str, list, tuple, dict)
 
 
@@ -143,7 +144,7 @@ class SklearnTrainer(DataParallelTrainer):
             with open(path, "rb") as f:
                 return cloudpickle.load(f)
 
-        return load_model_file(checkpoint, MODEL_FILE, load, "estimator")
+        return load_model_file(checkpoint, MODEL_FILE, load, "estimator", AIR_MODEL_FILE)
 
     def _worker_setup(self) -> WorkerSetup:
         spec = self._spec

@@ -56,10 +56,7 @@ class TorchCheckpoint(Checkpoint):
         Raises:
             ValueError: The checkpoint holds a state dict and no ``model`` was given.
         """
-        with self.as_directory() as d:
-            saved = torch.load(
-                os.path.join(d, MODEL_FILENAME), map_location="cpu", weights_only=False
-            )
+        saved = self._saved()
         if isinstance(saved, torch.nn.Module):
             if model is None:
                 return saved
@@ -72,28 +69,125 @@ class TorchCheckpoint(Checkpoint):
         model.load_state_dict(saved)
         return model
 
+    def _saved(self) -> Any:
+        """What ``model.pt`` holds, or the ``"model"`` entry of a Ray AIR dict checkpoint."""
+        from_dict = self._dict_entry("model")
+        if from_dict is not None:
+            return from_dict
+        with self.as_directory() as d:
+            path = os.path.join(d, MODEL_FILENAME)
+            return torch.load(path, map_location="cpu", weights_only=False)
+
 
 class TorchPredictor(Predictor):
-    """Predicts with a torch model on float features, after the saved preprocessor."""
+    """Predicts with a torch model, after the preprocessor saved with it, as Ray's does.
 
-    def __init__(self, model: torch.nn.Module, preprocessor: Any = None) -> None:
+    What the model is called with: the column itself when the batch has one column (a 1-D
+    tensor, or the stacked arrays of a column of arrays), the whole array when a numpy
+    array was given, and a dict of tensors by column name otherwise (a model of several
+    inputs). It may return a tensor or a dict of tensors; a subclass's :meth:`call_model`
+    may also return a pandas DataFrame, which is taken as the predictions.
+
+    Args:
+        model: The torch model (put in eval mode).
+        preprocessor: Applied to every batch first.
+        use_gpu: Predict on the first CUDA device.
+
+    Example:
+        >>> import numpy as np, torch
+        >>> class Double(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return x * 2
+        >>> TorchPredictor(Double()).predict(np.array([1.0, 2.0])).tolist()
+        [2.0, 4.0]
+    """
+
+    def __init__(self, model: torch.nn.Module, preprocessor: Any = None, use_gpu: bool = False):
         super().__init__(preprocessor)
-        self.model = model.eval()
+        if use_gpu and not torch.cuda.is_available():
+            raise ValueError(
+                "TorchPredictor(use_gpu=True) found no CUDA device here. HINT: use_gpu=False "
+                "predicts on the CPU"
+            )
+        self.use_gpu = use_gpu
+        self.device = torch.device("cuda" if use_gpu else "cpu")
+        self.model = model.to(self.device).eval()
 
     @classmethod
     def from_checkpoint(
-        cls, checkpoint: Checkpoint, model: torch.nn.Module | None = None
+        cls, checkpoint: Checkpoint, model: torch.nn.Module | None = None, use_gpu: bool = False
     ) -> TorchPredictor:
-        loaded = TorchCheckpoint(checkpoint.path, checkpoint.filesystem).get_model(model)
-        return cls(loaded, preprocessor=checkpoint.get_preprocessor())
+        """The model saved in ``checkpoint`` (its weights loaded into ``model`` when the
+        checkpoint holds a state dict), with its preprocessor."""
+        torch_checkpoint = checkpoint
+        if not isinstance(checkpoint, TorchCheckpoint):
+            torch_checkpoint = TorchCheckpoint(checkpoint.path, checkpoint.filesystem)
+            torch_checkpoint._data = checkpoint._data
+        loaded = torch_checkpoint.get_model(model)
+        return cls(loaded, preprocessor=checkpoint.get_preprocessor(), use_gpu=use_gpu)
+
+    def call_model(self, inputs: torch.Tensor | dict[str, torch.Tensor]) -> Any:
+        """The model's output for ``inputs``; override to adapt a model's output."""
+        return self.model(inputs)
 
     def _predict_pandas(
-        self, data: pd.DataFrame, feature_columns: Sequence[str] | None = None, **kwargs: Any
+        self,
+        data: pd.DataFrame,
+        dtype: torch.dtype | dict[str, torch.dtype] | None = None,
+        feature_columns: Sequence[str] | None = None,
     ) -> pd.DataFrame:
         features = select_features(data, feature_columns, "model")
         with torch.no_grad():
-            out = self.model(torch.tensor(features.to_numpy(dtype="float32")))
-        values = out.numpy()
+            output = self.call_model(_model_inputs(features, dtype, self.device))
+        return _output_frame(output, data.index)
+
+
+def _model_inputs(
+    features: pd.DataFrame, dtype: Any, device: torch.device
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    """What the model is called with (see :class:`TorchPredictor`)."""
+    import numpy as np
+
+    def tensor(values: Any, name: Any) -> torch.Tensor:
+        column_dtype = dtype.get(name) if isinstance(dtype, dict) else dtype
+        # a copy: pandas hands out read-only arrays, which torch will not wrap
+        return torch.tensor(np.array(values), dtype=column_dtype, device=device)
+
+    columns = list(features.columns)
+    if len(columns) == 1:
+        return tensor(_column_array(features[columns[0]]), columns[0])
+    if all(isinstance(c, int) for c in columns):  # a numpy array's columns: kept whole
+        return tensor(features.to_numpy(), None)
+    return {str(c): tensor(_column_array(features[c]), c) for c in columns}
+
+
+def _column_array(column: pd.Series) -> Any:
+    """A column as one array: a column of arrays (an image per row, say) is stacked."""
+    import numpy as np
+
+    if column.dtype == object and len(column) and isinstance(column.iloc[0], np.ndarray):
+        return np.stack(column.to_list())
+    return column.to_numpy()
+
+
+def _output_frame(output: Any, index: Any) -> pd.DataFrame:
+    """The model's output as the predictions frame (``index`` kept when the lengths agree)."""
+    import pandas as pd
+
+    if isinstance(output, pd.DataFrame):
+        return output
+    if isinstance(output, torch.Tensor):
+        values = output.cpu().numpy()
         if values.ndim == 2 and values.shape[1] == 1:
             values = values[:, 0]
-        return prediction_frame(values, data.index)
+        return prediction_frame(values, index if len(values) == len(index) else None)
+    if isinstance(output, dict) and all(isinstance(v, torch.Tensor) for v in output.values()):
+        arrays = {k: v.cpu().numpy() for k, v in output.items()}
+        columns = {k: list(a) if a.ndim > 1 else a for k, a in arrays.items()}
+        lengths = {len(a) for a in arrays.values()}
+        return pd.DataFrame(columns, index=index if lengths == {len(index)} else None)
+    raise ValueError(
+        f"the model returned {type(output).__name__}; TorchPredictor takes a torch.Tensor, a "
+        "dict of torch.Tensor, or a pandas.DataFrame as fallthrough. HINT: subclass "
+        "TorchPredictor and override call_model() to return one of them"
+    )

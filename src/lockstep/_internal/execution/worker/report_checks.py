@@ -58,7 +58,8 @@ def check_score(metrics: Mapping[str, Any], attribute: str | None) -> None:
             "every checkpoint, or change CheckpointConfig(checkpoint_score_attribute=...)"
         )
     score = metrics[attribute]
-    if isinstance(score, bool) or not isinstance(score, int | float) or math.isnan(score):
+    # NaN is a number here: a diverging loss ranks its checkpoint last, as in Ray.
+    if isinstance(score, bool) or not isinstance(score, int | float):
         raise UsageError(
             f"checkpoint_score_attribute {attribute!r} must be a number, got {score!r}"
         )
