@@ -18,7 +18,8 @@ from lockstep.data._objects import array_to_objects, is_object_type, objects_to_
 if TYPE_CHECKING:
     import pandas as pd
 
-BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow")
+# "native" is Ray 2.0's name for a block's own format, which is an Arrow table here.
+BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", "native")
 EMPTY = pa.table({})
 
 
@@ -34,7 +35,7 @@ def check_batch_format(batch_format: str, where: str) -> str:
 
 def to_format(table: Any, batch_format: str, *, writable: bool = False) -> Any:
     """``table`` as a batch in ``batch_format`` ("default" means numpy, as in Ray)."""
-    if batch_format == "pyarrow":
+    if batch_format in ("pyarrow", "native"):
         return table
     if batch_format == "pandas":
         return to_pandas(table)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
-from lockstep._core.errors import RunNotFoundError
+from lockstep._core.errors import RunNotFoundError, UsageKeyError
 from lockstep._core.result import Result
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
@@ -164,7 +164,8 @@ class DataParallelTrainer:
         metadata: JSON data available as ``get_context().get_metadata()``.
         preprocessor: A ``lockstep.data.preprocessors.Preprocessor``: fitted on the
             ``"train"`` dataset when fit() starts (unless fitted already), applied to every
-            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``).
+            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``);
+            without datasets, it is saved as it is.
 
     Example:
         >>> import tempfile
@@ -389,7 +390,8 @@ class DataParallelTrainer:
             return self.datasets
         from lockstep.data.preprocessors import FitStatus
 
-        if self.preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED):
+        unfitted = (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
+        if "train" in self.datasets and self.preprocessor.fit_status() in unfitted:
             self.preprocessor.fit(self.datasets["train"])
         return {name: self.preprocessor.transform(ds) for name, ds in self.datasets.items()}
 
@@ -539,8 +541,9 @@ def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
             f"{type(preprocessor).__name__}. HINT: preprocessor=StandardScaler(columns=[...])"
         )
     needs_fit = preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
-    if needs_fit and "train" not in datasets:
-        raise ValueError(
+    # Without datasets there is nothing to fit on: it is saved unfitted, as in Ray AIR.
+    if needs_fit and datasets and "train" not in datasets:
+        raise UsageKeyError(  # a KeyError, as in Ray
             f"the preprocessor is fitted on datasets['train'], but the datasets given are "
             f"{sorted(datasets)}. HINT: pass datasets={{'train': ds, ...}}, or a fitted "
             "preprocessor"

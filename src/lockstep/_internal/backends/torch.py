@@ -22,12 +22,14 @@ from lockstep._core.context import Collective, TrainContext
 from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 
 BACKENDS = ("gloo", "nccl")
+ACCELERATE_DEVICE = "ACCELERATE_TORCH_DEVICE"
 
 
 class TorchBackend(Backend):
     """Sets up ``torch.distributed`` in each worker and tears it down after."""
 
     config: TorchConfig
+    _accelerate_device: str | None = None  # what on_worker_start set, for shutdown
 
     def worker_env(self, context: TrainContext) -> dict[str, str]:
         return {
@@ -51,6 +53,10 @@ class TorchBackend(Backend):
         timeout = datetime.timedelta(seconds=self.config.timeout_s)
         store, address, port = _rendezvous(context, collective, timeout)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, str(port)
+        if ACCELERATE_DEVICE not in os.environ:
+            # Hugging Face Accelerate's device, as Ray sets it: the one get_device() gives.
+            device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+            os.environ[ACCELERATE_DEVICE] = self._accelerate_device = str(device)
         dist.init_process_group(
             backend,
             store=store,
@@ -64,6 +70,10 @@ class TorchBackend(Backend):
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        if self._accelerate_device is not None:  # a worker in the driver's process
+            if os.environ.get(ACCELERATE_DEVICE) == self._accelerate_device:
+                del os.environ[ACCELERATE_DEVICE]
+            self._accelerate_device = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,8 @@ class TrainingCallback(TrialLifecycleCallback):
             "_time_this_iter_s": result.get("time_this_iter_s"),
         }
         workers = info.get("worker_results") or [{k: v for k, v in result.items() if k != "config"}]
-        self.handle_result([{**w, **auto} for w in workers])
+        if any(workers):  # a step of save_checkpoint() alone is no result, as in Ray 1.x
+            self.handle_result([{**w, **auto} for w in workers])
 
     def _trial_ended(self, trial: Trial, failed: bool) -> None:
         self.finish_training(error=failed)

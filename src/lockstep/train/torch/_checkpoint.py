@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._framework_checkpoint import save_model
+from lockstep.train._framework_checkpoint import FrameworkCheckpoint, save_model
 from lockstep.train._predictor import Predictor, prediction_frame, select_features
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 MODEL_FILENAME = "model.pt"
 
 
-class TorchCheckpoint(Checkpoint):
+class TorchCheckpoint(FrameworkCheckpoint):
     """A checkpoint holding a torch model or its state dict (``model.pt``).
 
     Example:
@@ -37,15 +37,33 @@ class TorchCheckpoint(Checkpoint):
         cls, model: torch.nn.Module, *, preprocessor: Any = None, path: str | None = None
     ) -> TorchCheckpoint:
         """A checkpoint of the whole ``model`` (unwrapped from DDP) in ``path``, by
-        default a new temporary directory the caller owns."""
+        default a new temporary directory the caller owns.
+
+        The model is pickled with cloudpickle, so a model class defined inside a function
+        is saved too (``torch.load`` reads the file as usual).
+        """
+        import cloudpickle
+
         model = getattr(model, "module", model)
-        return save_model(cls, lambda f: torch.save(model, f), MODEL_FILENAME, preprocessor, path)
+
+        def write(f: str) -> None:
+            torch.save(model, f, pickle_module=cloudpickle)
+
+        return save_model(cls, write, MODEL_FILENAME, preprocessor, path)
 
     @classmethod
     def from_state_dict(
         cls, state_dict: dict[str, Any], *, preprocessor: Any = None, path: str | None = None
     ) -> TorchCheckpoint:
-        """A checkpoint of a model's ``state_dict``; :meth:`get_model` needs the model."""
+        """A checkpoint of a model's ``state_dict``; :meth:`get_model` needs the model.
+
+        The ``module.`` prefix of a DistributedDataParallel model's keys is left out, as in
+        Ray, so the weights load into the bare model.
+        """
+        from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+        state_dict = dict(state_dict)  # the caller's dict stays as it is
+        consume_prefix_in_state_dict_if_present(state_dict, "module.")
         return save_model(
             cls, lambda f: torch.save(state_dict, f), MODEL_FILENAME, preprocessor, path
         )

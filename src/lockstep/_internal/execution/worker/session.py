@@ -89,6 +89,7 @@ class Session:
         )
         self._conn = conn
         self._start = start
+        self.score_attribute = start.score_attribute  # what checkpoints are ranked by
         self._latest = start.checkpoint
         self._reported = start.reported
         self._pending_commits: list[_Reply] = []
