@@ -10,7 +10,8 @@ import pytest
 from lockstep import train
 from lockstep.cli import main
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
-from lockstep.train.callbacks import CSVLoggerCallback, JsonLoggerCallback, Trial
+from lockstep.train.callbacks import CSVLoggerCallback, Trial
+from lockstep.tune.logger import JsonLoggerCallback
 
 pytestmark = pytest.mark.slow
 

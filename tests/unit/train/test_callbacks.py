@@ -12,11 +12,11 @@ from lockstep.train import RunConfig
 from lockstep.train.callbacks import (
     Callback,
     CSVLoggerCallback,
-    JsonLoggerCallback,
     LoggerCallback,
     TrainingCallback,
     Trial,
 )
+from lockstep.tune.logger import JsonLoggerCallback
 
 
 class Record(Callback):

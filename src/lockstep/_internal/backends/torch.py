@@ -71,8 +71,9 @@ class TorchBackend(Backend):
         if dist.is_initialized():
             dist.destroy_process_group()
         if self._accelerate_device is not None:  # a worker in the driver's process
-            if os.environ.get(ACCELERATE_DEVICE) == self._accelerate_device:
-                del os.environ[ACCELERATE_DEVICE]
+            value = os.environ.pop(ACCELERATE_DEVICE, None)
+            if value not in (None, self._accelerate_device):
+                os.environ[ACCELERATE_DEVICE] = value  # the user's own, set since
             self._accelerate_device = None
 
 

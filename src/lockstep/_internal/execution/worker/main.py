@@ -41,6 +41,7 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         start = conn.recv()
     stack_fd = None
     if not in_process:
+        _allow(start.allowed_cpus)
         _extend_sys_path(start.sys_path)
         stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
@@ -114,6 +115,13 @@ def _check_run_dir_visible(start: WorkerStart) -> None:
             "storage_path on storage every worker shares (a local path on one machine, an "
             "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
         )
+
+
+def _allow(cpus: tuple[int, ...] | None) -> None:
+    """Run on ``cpus``, the driver's, before any thread of the worker starts (threads
+    inherit the CPUs of the thread that starts them)."""
+    if cpus is not None and set(cpus) != os.sched_getaffinity(0):
+        os.sched_setaffinity(0, cpus)
 
 
 def _bind_to(cpus: tuple[int, ...] | None) -> None:
