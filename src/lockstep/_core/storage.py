@@ -89,6 +89,12 @@ def resolve(path: str | os.PathLike[str]) -> tuple[AbstractFileSystem | None, st
         text = text[len("file://") :]
     if not is_uri(text):
         return None, os.path.abspath(os.path.expanduser(text))
+    if text.startswith("mock://"):
+        # pyarrow's in-memory test filesystem, which Ray's tests write runs to: this
+        # process's in-memory filesystem (memory://), the same one at every resolve
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        return MemoryFileSystem(), "/" + text[len("mock://") :].split("?", 1)[0].lstrip("/")
     if "?" in text:  # pyarrow's query options: region, endpoint_override, scheme, ...
         from lockstep._core.pyarrow_fs import from_uri_with_options
 

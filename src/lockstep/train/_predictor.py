@@ -252,6 +252,12 @@ class BatchPredictor:
         feature_columns: Sequence[str] | None = None,
         keep_columns: Sequence[str] | None = None,
         batch_size: int | None = 4096,
+        min_scoring_workers: int = 1,
+        max_scoring_workers: int | None = None,
+        num_cpus_per_worker: float | None = None,
+        num_gpus_per_worker: float | None = None,
+        separate_gpu_stage: bool = True,
+        ray_remote_args: dict[str, Any] | None = None,
         **predict_kwargs: Any,
     ) -> Any:
         """A Dataset of predictions for the rows of ``data``, one row per input row.
@@ -262,6 +268,11 @@ class BatchPredictor:
                 all by default.
             keep_columns: Columns of ``data`` to copy next to the predictions.
             batch_size: Rows per prediction call; None for whole blocks.
+            min_scoring_workers, max_scoring_workers, num_cpus_per_worker,
+                separate_gpu_stage, ray_remote_args: Ray's sizing of its scoring actors,
+                accepted: blocks are predicted where they are read.
+            num_gpus_per_worker: More than 0 loads the predictor with ``use_gpu=True``,
+                as Ray does.
             **predict_kwargs: Passed to the predictor's ``predict``.
 
         Example:
@@ -285,13 +296,16 @@ class BatchPredictor:
                 f"{type(data).__name__}. HINT: lockstep.data.from_pandas(df), or call "
                 "Predictor.predict(batch) for one batch"
             )
+        predictor_kwargs = dict(self.predictor_kwargs)
+        if num_gpus_per_worker:
+            predictor_kwargs.setdefault("use_gpu", True)
         # a callable class: map_batches builds it once per process, loading the model once
         predict_blocks: Any = _PredictBlocks
         return data.map_batches(
             predict_blocks,
             batch_format="pandas",
             batch_size=batch_size,
-            fn_constructor_args=(self.checkpoint, self.predictor_cls, self.predictor_kwargs),
+            fn_constructor_args=(self.checkpoint, self.predictor_cls, predictor_kwargs),
             fn_kwargs={
                 "feature_columns": feature_columns,
                 "keep_columns": keep_columns,
