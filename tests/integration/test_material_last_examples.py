@@ -68,15 +68,19 @@ def test_tensorflow_backend_is_another_name_of_tensorflow_config(run_config):
         run_config=run_config,
     ).fit()
     assert result.metrics == {"workers": 2, "threads": 1}
-    with pytest.raises(TypeError, match="another name of tensorflow_config.*HINT"):
+    with pytest.raises(TypeError, match=r"another name of tensorflow_config.*HINT"):
         TensorflowTrainer(
             train_func, tensorflow_backend=TensorflowConfig(), tensorflow_config=TensorflowConfig()
         )
 
 
 def log_with_setup_mlflow(config):
-    mlflow = setup_mlflow(config, tracking_uri=config["uri"], experiment_name="inside",
-                          create_experiment_if_not_exists=True)
+    mlflow = setup_mlflow(
+        config,
+        tracking_uri=config["uri"],
+        experiment_name="inside",
+        create_experiment_if_not_exists=True,
+    )
     mlflow.log_metric("inner", 7.0, step=1)
     train.report({"loss": 0.5})
 
@@ -95,7 +99,9 @@ def test_mlflow_file_store_as_rays_examples_write_it(tmp_path, run_config, monke
             train_loop_config={"uri": uri},
             scaling_config=ScalingConfig(num_workers=2),
             run_config=RunConfig(
-                name=run_config.name, storage_path=run_config.storage_path, verbose=0,
+                name=run_config.name,
+                storage_path=run_config.storage_path,
+                verbose=0,
                 callbacks=[callback],
             ),
         ).fit()
@@ -125,14 +131,14 @@ def test_a_training_function_that_cannot_be_pickled_is_a_type_error(run_config):
         with lock:
             pass
 
-    with pytest.raises(TypeError, match="cannot be pickled.*HINT") as raised:
+    with pytest.raises(TypeError, match=r"cannot be pickled.*HINT") as raised:
         DataParallelTrainer(train_func, run_config=run_config).fit()
     assert isinstance(raised.value, ValueError)  # lockstep's type, as before
 
 
 def test_a_missing_train_dataset_is_a_key_error_and_a_value_error(run_config):
-    from lockstep.data.preprocessors import StandardScaler
     import lockstep.data as ld
+    from lockstep.data.preprocessors import StandardScaler
 
     with pytest.raises(KeyError, match=r"datasets\['train'\]") as raised:
         DataParallelTrainer(

@@ -60,7 +60,11 @@ def test_inline_run_on_mock_storage():
     try:
         config = RunConfig(name="m", storage_path="mock://netloc/bucket/path?param=1", verbose=0)
         result = fit_on(
-            DataParallelTrainer, train_epochs, config, num_workers=0, train_loop_config={"epochs": 2}
+            DataParallelTrainer,
+            train_epochs,
+            config,
+            num_workers=0,
+            train_loop_config={"epochs": 2},
         )
         assert result.path == "/netloc/bucket/path/m"
         assert Result.from_path("mock://netloc/bucket/path/m").metrics["epoch"] == 1

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from lockstep._core import pyarrow_fs, storage
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.mappings import flatten_dict
 from lockstep._core.errors import RunNotFoundError, TrainingFailedError, WorkerFailure
+from lockstep._core.mappings import flatten_dict
 from lockstep._core.run_state import RunState
 
 if TYPE_CHECKING:

@@ -161,7 +161,9 @@ class Trainer:
         state ``save_checkpoint(**state)`` saves, as in Ray 1.x.
         """
         adapted = [_adapt(c) for c in callbacks or ()]
-        controller = self._fit(train_func, config, adapted, dataset, checkpoint, checkpoint_strategy)
+        controller = self._fit(
+            train_func, config, adapted, dataset, checkpoint, checkpoint_strategy
+        )
         controller.run()
         return controller.return_values()
 

@@ -407,7 +407,7 @@ def _unwrapped(frame: pd.DataFrame) -> pd.DataFrame:
     as the array itself, a column per feature, as Ray reads such a tensor column."""
     import numpy as np
 
-    if len(frame.columns) != 1 or frame.empty or frame.dtypes.iloc[0] != object:
+    if len(frame.columns) != 1 or frame.empty or frame.dtypes.iloc[0].kind != "O":
         return frame
     rows = frame.iloc[:, 0].to_list()
     if not all(isinstance(r, np.ndarray) and r.ndim == 1 for r in rows):

@@ -68,7 +68,9 @@ def test_checkpoint(run_config):
         for i in range(3):
             session.report({"epoch": i}, checkpoint=Checkpoint.from_dict({"model": i}))
 
-    result = DataParallelTrainer(train_func, scaling_config=scale_config, run_config=run_config).fit()
+    result = DataParallelTrainer(
+        train_func, scaling_config=scale_config, run_config=run_config
+    ).fit()
     assert result.checkpoint.to_dict()["model"] == 2
 
 
@@ -99,7 +101,9 @@ def test_resume_from_checkpoint(run_config, tmp_path):
         for i in range(epoch, epoch + 2):
             session.report({"epoch": i}, checkpoint=Checkpoint.from_dict({"epoch": i}))
 
-    result = DataParallelTrainer(train_func, scaling_config=scale_config, run_config=run_config).fit()
+    result = DataParallelTrainer(
+        train_func, scaling_config=scale_config, run_config=run_config
+    ).fit()
     assert result.checkpoint.to_dict()["epoch"] == 1
     # moved to another directory
     moved = Checkpoint.from_dict(result.checkpoint.to_dict()).to_directory(str(tmp_path / "moved"))
@@ -156,7 +160,9 @@ def test_checkpoint_config(run_config):
         for idx, loss in enumerate([float("nan"), 3, 7, 5]):  # nan and 7 are dropped
             session.report({"loss": loss}, checkpoint=Checkpoint.from_dict({"idx": idx}))
 
-    config = CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="min")
+    config = CheckpointConfig(
+        num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="min"
+    )
     results = DataParallelTrainer(
         train_func,
         scaling_config=scale_config,
@@ -201,7 +207,10 @@ def test_torch_e2e(run_config, prepare_model):
         session.report({}, checkpoint=TorchCheckpoint.from_model(model))
 
     result = TorchTrainer(
-        train_func, scaling_config=scale_config, preprocessor=FlagPreprocessor(), run_config=run_config
+        train_func,
+        scaling_config=scale_config,
+        preprocessor=FlagPreprocessor(),
+        run_config=run_config,
     ).fit()
     assert isinstance(result.checkpoint.get_preprocessor(), FlagPreprocessor)
     batch_predictor = BatchPredictor.from_checkpoint(result.checkpoint, TorchPredictor)
@@ -219,7 +228,10 @@ def test_torch_e2e_state_dict(run_config, prepare_model):
         session.report({}, checkpoint=TorchCheckpoint.from_state_dict(model.state_dict()))
 
     result = TorchTrainer(
-        train_func, scaling_config=scale_config, preprocessor=FlagPreprocessor(), run_config=run_config
+        train_func,
+        scaling_config=scale_config,
+        preprocessor=FlagPreprocessor(),
+        run_config=run_config,
     ).fit()
     assert isinstance(result.checkpoint.get_preprocessor(), FlagPreprocessor)
     with pytest.raises(ValueError):  # a state dict needs the model
@@ -276,4 +288,6 @@ def test_torch_env_vars(run_config):
         assert os.environ["WORLD_SIZE"] == str(session.get_world_size())
         assert os.environ["ACCELERATE_TORCH_DEVICE"] == str(train.torch.get_device())
 
-    TorchTrainer(train_func, scaling_config=ScalingConfig(num_workers=1), run_config=run_config).fit()
+    TorchTrainer(
+        train_func, scaling_config=ScalingConfig(num_workers=1), run_config=run_config
+    ).fit()

@@ -159,7 +159,9 @@ def test_sklearn_predict_set_cpus():
 
 def test_sklearn_predict_feature_columns():
     predictor = SklearnPredictor(estimator=forest, preprocessor=FlagPreprocessor())
-    predictions = predictor.predict(np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1])
+    predictions = predictor.predict(
+        np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1]
+    )
     assert len(predictions) == 3
     assert predictor.get_preprocessor().has_preprocessed
 
@@ -186,7 +188,9 @@ def test_sklearn_batch_prediction_with_set_cpus():
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, MODEL_KEY), "wb") as f:
             cloudpickle.dump(forest, f)
-        batch_predictor = BatchPredictor.from_checkpoint(Checkpoint.from_directory(d), SklearnPredictor)
+        batch_predictor = BatchPredictor.from_checkpoint(
+            Checkpoint.from_directory(d), SklearnPredictor
+        )
         dataset = ld.from_pandas(pd.DataFrame(dummy_data, columns=["A", "B"]))
         assert batch_predictor.predict(dataset, num_estimator_cpus=2).count() == 3
 
@@ -234,7 +238,9 @@ def test_lightgbm_predict(batch_type):
 
 def test_lightgbm_predict_feature_columns():
     predictor = LightGBMPredictor(model=booster, preprocessor=FlagPreprocessor())
-    predictions = predictor.predict(np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1])
+    predictions = predictor.predict(
+        np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1]
+    )
     assert len(predictions) == 3
     assert predictor.get_preprocessor().has_preprocessed
 
@@ -314,7 +320,9 @@ def test_torch_predict(batch_type):
     predictions = predictor.predict(batch, dtype=torch.float)
     if isinstance(predictions, pa.Table):
         predictions = predictions.to_pandas()
-    assert np.asarray(predictions if not hasattr(predictions, "to_numpy") else predictions.to_numpy()).flatten().tolist() == [1.0, 2.0, 3.0]
+    assert np.asarray(
+        predictions if not hasattr(predictions, "to_numpy") else predictions.to_numpy()
+    ).flatten().tolist() == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.parametrize("batch_type", [pd.DataFrame, pa.Table])
@@ -322,7 +330,11 @@ def test_torch_predict_batch(batch_type):
     checkpoint = TorchCheckpoint.from_dict({MODEL_KEY: {}})
     predictor = BatchPredictor.from_checkpoint(checkpoint, TorchPredictor, model=Sums())
     frame = pd.DataFrame([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0]], columns=["X0", "X1"])
-    dataset = ld.from_pandas(frame) if batch_type is pd.DataFrame else ld.from_arrow(pa.Table.from_pandas(frame))
+    dataset = (
+        ld.from_pandas(frame)
+        if batch_type is pd.DataFrame
+        else ld.from_arrow(pa.Table.from_pandas(frame))
+    )
     predictions = predictor.predict(dataset)
     assert predictions.count() == 3
     assert predictions.to_pandas().to_numpy().flatten().tolist() == [1.0, 2.0, 3.0]
@@ -364,7 +376,12 @@ def test_torch_predict_multi_output(use_gpu):
 @pytest.mark.parametrize("use_gpu", [False, gpu])
 @pytest.mark.parametrize(
     ("input_dtype", "expected_output_dtype"),
-    [(torch.float16, np.float16), (torch.float64, np.float64), (torch.int32, np.int32), (torch.int64, np.int64)],
+    [
+        (torch.float16, np.float16),
+        (torch.float64, np.float64),
+        (torch.int32, np.int32),
+        (torch.int64, np.int64),
+    ],
 )
 def test_torch_predict_array_with_different_dtypes(input_dtype, expected_output_dtype, use_gpu):
     predictor = TorchPredictor(model=Doubles(), use_gpu=use_gpu)
@@ -400,10 +417,14 @@ def test_torch_multi_modal_real_model(use_gpu):
             self.linear2 = torch.nn.Linear(1, 1)
 
         def forward(self, input_dict: dict):
-            return self.linear1(input_dict["A"].unsqueeze(1)) + self.linear2(input_dict["B"].unsqueeze(1))
+            return self.linear1(input_dict["A"].unsqueeze(1)) + self.linear2(
+                input_dict["B"].unsqueeze(1)
+            )
 
     predictor = TorchPredictor(model=CustomModule(), use_gpu=use_gpu)
-    predictions = predictor.predict(pd.DataFrame([[1, 2], [3, 4]], columns=["A", "B"]), dtype=torch.float)
+    predictions = predictor.predict(
+        pd.DataFrame([[1, 2], [3, 4]], columns=["A", "B"]), dtype=torch.float
+    )
     assert len(predictions) == 2
     assert next(predictor.model.parameters()).is_cuda == use_gpu
 
@@ -423,10 +444,14 @@ def test_torch_freeform_call_model_output(use_gpu):
     checkpoint = TorchCheckpoint.from_model(model=Doubles())
     try:
         options = {"num_gpus_per_worker": 1 if use_gpu else 0, "feature_columns": ["image"]}
-        predictions = BatchPredictor.from_checkpoint(checkpoint, CannotConvert).predict(dataset, **options)
-        with pytest.raises(ValueError, match="a pandas.DataFrame as fallthrough"):
+        predictions = BatchPredictor.from_checkpoint(checkpoint, CannotConvert).predict(
+            dataset, **options
+        )
+        with pytest.raises(ValueError, match=r"a pandas.DataFrame as fallthrough"):
             predictions.count()  # the dataset is lazy: the error comes when it is read
-        predictions = BatchPredictor.from_checkpoint(checkpoint, PandasFallThrough).predict(dataset, **options)
+        predictions = BatchPredictor.from_checkpoint(checkpoint, PandasFallThrough).predict(
+            dataset, **options
+        )
         assert predictions.count() == 2
         element = predictions.take(1)
         assert isinstance(element, list)

@@ -17,7 +17,6 @@ dataset tests, written for Ray 1.x's datasets of plain integers (``range(n)`` ha
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -224,12 +223,17 @@ def test_load_checkpoint_from_path(started):
     strategy = CheckpointConfig(checkpoint_score_attribute="loss", checkpoint_score_order="min")
     started.run(train_func_checkpoint, checkpoint_strategy=strategy)
     assert started.best_checkpoint["loss"] == 3
-    assert Trainer.load_checkpoint_from_path(started.best_checkpoint_path) == started.best_checkpoint
+    assert (
+        Trainer.load_checkpoint_from_path(started.best_checkpoint_path) == started.best_checkpoint
+    )
 
 
 def test_persisted_checkpoint_strategy_failure(started):
     with pytest.raises(ValueError):
-        started.run(lambda: train.save_checkpoint(epoch=0), checkpoint_strategy=CheckpointConfig(num_to_keep=-1))
+        started.run(
+            lambda: train.save_checkpoint(epoch=0),
+            checkpoint_strategy=CheckpointConfig(num_to_keep=-1),
+        )
     with pytest.raises(ValueError):
         CheckpointConfig(checkpoint_score_order="invalid_order")
     # Ray 1.x also raised a ValueError for a score attribute missing from the saved state;

@@ -56,7 +56,9 @@ def train_fn(config):
                 for file in ("checkpoint.pkl", f"checkpoint_shard-rank={rank}.pkl"):
                     with open(os.path.join(d, file), "wb") as f:
                         pickle.dump({"iter": i}, f)
-                train.report(metrics, checkpoint=Checkpoint.from_directory(d), checkpoint_dir_name=name)
+                train.report(
+                    metrics, checkpoint=Checkpoint.from_directory(d), checkpoint_dir_name=name
+                )
                 assert os.path.exists(d)  # report() leaves the user's files alone
         train.collective.barrier()
         if i in config["fail_iters"]:
@@ -93,7 +95,9 @@ def storage_for(kind: str, tmp_path, request):
     "checkpoint_config",
     [
         CheckpointConfig(),
-        CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="score", checkpoint_score_order="max"),
+        CheckpointConfig(
+            num_to_keep=1, checkpoint_score_attribute="score", checkpoint_score_order="max"
+        ),
     ],
 )
 def test_trainer(tmp_path, request, kind, checkpoint_config):

@@ -48,7 +48,9 @@ def failing_after_checkpoints(name: str, storage_path: str, iterations: int, kee
             storage_path=storage_path,
             verbose=0,
             checkpoint_config=CheckpointConfig(
-                num_to_keep=keep, checkpoint_score_attribute="metric_a", checkpoint_score_order="max"
+                num_to_keep=keep,
+                checkpoint_score_attribute="metric_a",
+                checkpoint_score_order="max",
             ),
         ),
     )
@@ -104,12 +106,12 @@ def test_result_restore(request, tmp_path, storage, path_type, trailing_slash):
     assert load_dict(best_a)["iter"] == iterations - 1
     best_b = result.get_best_checkpoint(metric="metric_b", mode="max")
     assert load_dict(best_b)["iter"] == iterations - keep
-    with pytest.raises(RuntimeError, match="Invalid metric name.*"):
+    with pytest.raises(RuntimeError, match=r"Invalid metric name.*"):
         result.get_best_checkpoint(metric="invalid_metric", mode="max")
 
 
 @pytest.mark.parametrize("path_type", ["str", "PathLike"])
 def test_result_from_path_validation(tmp_path, path_type):
     missing = str(tmp_path / "nonexistent_experiment")
-    with pytest.raises(RuntimeError, match="Experiment folder .* doesn't exist!"):
+    with pytest.raises(RuntimeError, match=r"Experiment folder .* doesn't exist!"):
         Result.from_path(Path(missing) if path_type == "PathLike" else missing)

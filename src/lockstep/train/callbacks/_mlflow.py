@@ -157,7 +157,8 @@ def _is_file_store(tracking_uri: str | None) -> bool:
     """Whether ``tracking_uri`` names a directory: ``file:///path`` or a plain path."""
     if tracking_uri is None:
         return False
-    return tracking_uri.startswith("file:") or "://" not in tracking_uri and ":" not in tracking_uri
+    plain_path = "://" not in tracking_uri and ":" not in tracking_uri
+    return tracking_uri.startswith("file:") or plain_path
 
 
 def _experiment_id(client: Any, name: str | None) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockstep._core.checkpoint import Checkpoint
 from lockstep.train._framework_checkpoint import FrameworkCheckpoint, save_model
 from lockstep.train.sklearn._trainer import MODEL_FILE, SklearnTrainer
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from lockstep._core.checkpoint import Checkpoint
 from lockstep.train._framework_checkpoint import FrameworkCheckpoint
 
 MODEL_FILENAME_KEY = "_model_filename"

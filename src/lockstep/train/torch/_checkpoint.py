@@ -137,10 +137,7 @@ class TorchPredictor(Predictor):
     ) -> TorchPredictor:
         """The model saved in ``checkpoint`` (its weights loaded into ``model`` when the
         checkpoint holds a state dict), with its preprocessor."""
-        torch_checkpoint = checkpoint
-        if not isinstance(checkpoint, TorchCheckpoint):
-            torch_checkpoint = TorchCheckpoint(checkpoint.path, checkpoint.filesystem)
-            torch_checkpoint._data = checkpoint._data
+        torch_checkpoint = TorchCheckpoint.from_checkpoint(checkpoint)
         loaded = torch_checkpoint.get_model(model)
         return cls(loaded, preprocessor=checkpoint.get_preprocessor(), use_gpu=use_gpu)
 
@@ -153,7 +150,13 @@ class TorchPredictor(Predictor):
         data: pd.DataFrame,
         dtype: torch.dtype | dict[str, torch.dtype] | None = None,
         feature_columns: Sequence[str] | None = None,
+        **unknown: Any,
     ) -> pd.DataFrame:
+        if unknown:
+            raise TypeError(
+                f"TorchPredictor.predict got unexpected arguments {sorted(unknown)}. HINT: it "
+                "takes dtype= and feature_columns="
+            )
         features = select_features(data, feature_columns, "model")
         with torch.no_grad():
             output = self.call_model(_model_inputs(features, dtype, self.device))

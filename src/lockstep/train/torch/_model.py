@@ -100,7 +100,7 @@ def _forward_under_autocast(model: nn.Module, device_type: str) -> None:
         return  # prepared before: one autocast is enough
     model.__dict__[_UNWRAPPED_FORWARD] = model.__dict__.get("forward")
     model.__dict__[_CLASS_GETSTATE] = model.__getstate__
-    model.forward = _autocast(model.forward, device_type)  # type: ignore[method-assign]
+    model.forward = _autocast(model.forward, device_type)
     model.__getstate__ = types.MethodType(_state_without_autocast, model)  # type: ignore[method-assign]
 
 
