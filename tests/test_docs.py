@@ -91,6 +91,13 @@ EXAMPLES = {
 }
 
 
+# What an example must print, where its run proves more than its exit status.
+PRINTS = {
+    # the material's StopperCallback interrupts fit() from on_step_begin; restore finishes
+    "tune_xgboost_breast_cancer.py": "Failing after 1 finished trial(s).; restoring",
+}
+
+
 def test_every_example_is_run_by_a_test():
     assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXAMPLES)
 
@@ -129,6 +136,7 @@ def test_example_runs_as_its_header_says_into_the_default_storage(name, tmp_path
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "LOCKSTEP_STORAGE_PATH": str(results)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert PRINTS.get(name, "") in done.stdout
     runs = sorted(p for p in results.iterdir() if p.is_dir())
     assert runs, "the example wrote no run into the default storage place"
     assert f"[lockstep] run directory: {runs[-1]}" in done.stderr

@@ -10,8 +10,7 @@ import pytest
 from lockstep import train
 from lockstep.cli import main
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
-from lockstep.train.callbacks import CSVLoggerCallback, Trial
-from lockstep.tune.logger import JsonLoggerCallback
+from lockstep.train.callbacks import CSVLoggerCallback, JsonLoggerCallback, Trial
 
 pytestmark = pytest.mark.slow
 

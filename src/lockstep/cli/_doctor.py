@@ -84,10 +84,10 @@ def check_nccl() -> BackendCheck:
     import torch
     import torch.distributed as dist
 
-    from lockstep._internal.execution.worker_group.process import gpus
+    from lockstep._core import accelerators
 
     cuda_wheel = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
-    if not gpus.visible_gpus():
+    if not accelerators.visible_gpus():
         return BackendCheck(
             "NCCL",
             False,

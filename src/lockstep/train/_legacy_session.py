@@ -65,7 +65,7 @@ def save_checkpoint(**state: Any) -> None:
     """
     # Ray 1.x ranked checkpoints by a value of the saved state (CheckpointStrategy's
     # checkpoint_score_attribute): the report carries it as the metric it is ranked by.
-    attribute = _require("save_checkpoint()").score_attribute
+    attribute = getattr(_require("save_checkpoint()"), "score_attribute", None)
     metrics = {attribute: state[attribute]} if attribute in state else {}
     checkpoint = Checkpoint.from_dict(state)
     try:

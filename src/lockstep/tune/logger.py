@@ -6,7 +6,11 @@ Example:
     True
 """
 
-from lockstep.train.callbacks import CSVLoggerCallback, LoggerCallback, TBXLoggerCallback
-from lockstep.train.callbacks._files import JsonLoggerCallback  # Tune's, not Train 1.x's
+from lockstep.train.callbacks import (
+    CSVLoggerCallback,
+    JsonLoggerCallback,
+    LoggerCallback,
+    TBXLoggerCallback,
+)
 
 __all__ = ["CSVLoggerCallback", "JsonLoggerCallback", "LoggerCallback", "TBXLoggerCallback"]

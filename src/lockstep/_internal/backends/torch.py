@@ -2,7 +2,11 @@
 
 Rank 0 opens the rendezvous store on a port its host picks (port 0, so no other process
 can take it between choosing and binding) and tells the others its address through the
-driver; every worker then joins the process group with gloo (CPU) or NCCL (GPU).
+driver; every worker then joins the process group with gloo (CPU) or NCCL (GPU), through
+``init_method`` as Ray does: ``env://`` with ``MASTER_ADDR``/``MASTER_PORT`` set in every
+worker, or ``tcp://ADDRESS:PORT``. torch's rendezvous would have rank 0 open a store of
+its own on every interface; told that a store is already up (as torchrun's agents tell
+their workers), every rank joins rank 0's instead.
 
 Everything listens on the worker's node address only: in a local run that is 127.0.0.1,
 so the store, gloo's pairs and NCCL's bootstrap are out of the network's reach.
@@ -15,6 +19,7 @@ import datetime
 import ipaddress
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -31,6 +36,10 @@ class TorchBackend(Backend):
     config: TorchConfig
     _accelerate_device: str | None = None  # what on_worker_start set, for shutdown
 
+    def __init__(self, config: TorchConfig) -> None:
+        super().__init__(config)
+        self._store: Any = None  # rank 0's rendezvous store, served until shutdown
+
     def worker_env(self, context: TrainContext) -> dict[str, str]:
         return {
             "RANK": str(context.world_rank),
@@ -44,32 +53,38 @@ class TorchBackend(Backend):
         import torch
         import torch.distributed as dist
 
-        backend = self.config.backend or "gloo"
+        backend = self.config.backend
+        assert backend is not None, "the execution plan chooses gloo or NCCL"
         for name, value in loopback_env(context.node_ip).items():
             os.environ.setdefault(name, value)  # a user's own choice of interface wins
         if backend == "nccl":
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
             torch.cuda.set_device(0)  # the first of the GPUs this worker was given
         timeout = datetime.timedelta(seconds=self.config.timeout_s)
-        store, address, port = _rendezvous(context, collective, timeout)
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, str(port)
+        self._store, address, port = _rendezvous(context, collective, timeout)
+        url = f"tcp://{_host(address)}:{port}"
+        if self.config.init_method == "env":
+            os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, str(port)
+            url = "env://"
+        with _joining_a_running_store():
+            dist.init_process_group(
+                backend,
+                init_method=url,
+                rank=context.world_rank,
+                world_size=context.world_size,
+                timeout=timeout,
+            )
         if ACCELERATE_DEVICE not in os.environ:
             # Hugging Face Accelerate's device, as Ray sets it: the one get_device() gives.
             device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
             os.environ[ACCELERATE_DEVICE] = self._accelerate_device = str(device)
-        dist.init_process_group(
-            backend,
-            store=store,
-            rank=context.world_rank,
-            world_size=context.world_size,
-            timeout=timeout,
-        )
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         import torch.distributed as dist
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        self._store = None
         if self._accelerate_device is not None:  # a worker in the driver's process
             value = os.environ.pop(ACCELERATE_DEVICE, None)
             if value not in (None, self._accelerate_device):
@@ -83,9 +98,12 @@ class TorchConfig(BackendConfig):
 
     Args:
         backend: ``"gloo"`` or ``"nccl"``; when None, NCCL with GPUs and gloo without.
-        init_method: ``"env"`` (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as
-            ``torchrun`` does) or ``"tcp"``; torch's spelling (``"env://"``,
-            ``"tcp://host:port"``) is accepted too. Both rendezvous through rank 0's store.
+        init_method: How ``init_process_group`` finds rank 0, as in Ray: ``"env"``
+            (``MASTER_ADDR``/``MASTER_PORT`` are set in every worker, as ``torchrun``
+            does, and the group is joined through ``env://``) or ``"tcp"``
+            (``tcp://ADDRESS:PORT``, those variables left unset); torch's spelling
+            (``"env://"``, ``"tcp://host:port"``) is accepted too, the address and port
+            always rank 0's.
         timeout_s: How long collective operations wait before failing.
 
     Example:
@@ -130,19 +148,35 @@ class TorchConfig(BackendConfig):
 def _rendezvous(
     context: TrainContext, collective: Collective, timeout: datetime.timedelta
 ) -> tuple[Any, str, int]:
-    import torch.distributed as dist
-
+    """Rank 0's store (None on other ranks) and where every rank finds it."""
     store = None
     address, port = context.node_ip, 0
     if context.world_rank == 0:
         store = _server_store(address, context.world_size, timeout)
         port = store.port
     address, port = collective.broadcast_from_rank_zero((address, port))
-    if store is None:
-        store = dist.TCPStore(  # type: ignore[attr-defined]
-            address, port, context.world_size, is_master=False, timeout=timeout
-        )
     return store, address, port
+
+
+@contextlib.contextmanager
+def _joining_a_running_store() -> Iterator[None]:
+    """While torch's rendezvous runs, every rank (rank 0 too) joins the store at the
+    init method's address as a client, as torchrun's workers join their agent's: rank 0's
+    store is up already, listening on its node address alone."""
+    name = "TORCHELASTIC_USE_AGENT_STORE"
+    before = os.environ.pop(name, None)
+    os.environ[name] = "True"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
 
 
 def _server_store(address: str, world_size: int, timeout: datetime.timedelta) -> Any:

@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -267,6 +268,23 @@ class RunRecord:
             },
             sync=sync,
         )
+
+    def start_from(self, checkpoint: Checkpoint, metrics: Mapping[str, Any]) -> None:
+        """Make a copy of ``checkpoint`` (another run's: a PBT donor's) this run's latest,
+        committed before any worker starts, with the ``metrics`` its step reported: the
+        next attempt starts from it."""
+        with self._uncommitted_on_error():
+            self._checkpoints.adopt(checkpoint, dict(metrics), self.state.training_iteration)
+
+    def write_stacks(self, attempt: int, text: str) -> None:
+        """Keep a hung attempt's stacks in ``errors/attempt_N.txt``; a storage that will
+        not take them costs a warning, not the run's error."""
+        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
+        try:
+            self.run_dir.makedirs(storage.ERRORS_DIR)
+            self.run_dir.write_atomic(name, text.encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=2)
 
     def record_failure(self, *, preempted: bool = False) -> int:
         """The worker group failed (once, however many of its workers did), or was

@@ -12,14 +12,18 @@ Example:
     >>> len(RunConfig(callbacks=[JsonLoggerCallback(), CSVLoggerCallback()]).callbacks)
     2
 
-``JsonLoggerCallback`` here is Ray Train 1.x's (``results.json``, a JSON list); Ray Tune's
-(``result.json`` lines) is ``lockstep.tune.logger.JsonLoggerCallback``.
+``JsonLoggerCallback`` is Ray Tune's in a Tune trial (``result.json`` lines) and Ray Train
+1.x's in a Train run (``results.json``, a JSON list).
 """
 
 from lockstep._core.callback import Callback, Trial
 from lockstep._core.mappings import flatten_dict
-from lockstep.train.callbacks._files import CSVLoggerCallback, TBXLoggerCallback
-from lockstep.train.callbacks._legacy import JsonLoggerCallback, PrintCallback, TrainingCallback
+from lockstep.train.callbacks._files import (
+    CSVLoggerCallback,
+    JsonLoggerCallback,
+    TBXLoggerCallback,
+)
+from lockstep.train.callbacks._legacy import PrintCallback, TrainingCallback
 from lockstep.train.callbacks._logger import LoggerCallback
 from lockstep.train.callbacks._mlflow import MLflowLoggerCallback, setup_mlflow
 from lockstep.train.callbacks._profile import TorchTensorboardProfilerCallback

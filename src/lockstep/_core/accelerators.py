@@ -1,4 +1,7 @@
-"""GPUs on this machine, found without initialising CUDA.
+"""This machine's accelerators (its GPUs), found without initialising CUDA.
+
+The inventory only: which GPUs the machine shows this process. Who gets which of them is
+decided once, by the execution plan.
 
 The driver must not initialise CUDA: workers forked from it could not use CUDA then.
 """
@@ -13,7 +16,12 @@ from lockstep._core import flags
 
 def visible_gpus() -> list[str]:
     """The GPU ids this process may give to workers: ``CUDA_VISIBLE_DEVICES``, or every
-    GPU ``nvidia-smi`` lists; empty without an NVIDIA driver."""
+    GPU ``nvidia-smi`` lists; empty without an NVIDIA driver.
+
+    Example:
+        >>> all(isinstance(gpu, str) for gpu in visible_gpus())
+        True
+    """
     visible = flags.CUDA_VISIBLE_DEVICES.get()
     if visible:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
@@ -30,24 +38,3 @@ def visible_gpus() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
-
-
-def assign(devices: list[str], rank: int, gpus_per_worker: float) -> list[str]:
-    """The GPU ids of worker ``rank``: whole GPUs each, or a share of one when < 1."""
-    if gpus_per_worker <= 0:
-        return []
-    if gpus_per_worker < 1:
-        per_gpu = int(1 / gpus_per_worker)
-        return [devices[rank // per_gpu]]
-    count = int(gpus_per_worker)
-    return devices[rank * count : (rank + 1) * count]
-
-
-def needed(num_workers: int, gpus_per_worker: float) -> int:
-    """How many GPUs ``num_workers`` workers need between them."""
-    if gpus_per_worker <= 0:
-        return 0
-    if gpus_per_worker < 1:
-        per_gpu = int(1 / gpus_per_worker)
-        return -(-num_workers // per_gpu)
-    return num_workers * int(gpus_per_worker)
