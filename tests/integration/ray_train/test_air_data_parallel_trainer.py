@@ -25,7 +25,7 @@ import torch
 import lockstep.data as ld
 import lockstep.train as train
 from lockstep import tune
-from lockstep.air import session
+from lockstep.air import Result, session
 from lockstep.air.checkpoint import Checkpoint
 from lockstep.air.config import CheckpointConfig, RunConfig, ScalingConfig
 from lockstep.data.preprocessor import Preprocessor
@@ -198,13 +198,15 @@ def test_torch_linear(run_config, num_workers):
     ).fit()
 
 
-@pytest.mark.parametrize("prepare_model", (True, False))
-def test_torch_e2e(run_config, prepare_model):
+def fit_linear_3_1(run_config, prepare_model: bool, save) -> Result:
+    """A TorchTrainer run whose workers report ``save(model)`` of a Linear(3, 1), with
+    Ray's DummyPreprocessor; the checkpoint keeps the preprocessor."""
+
     def train_func():
         model = torch.nn.Linear(3, 1)
         if prepare_model:
             model = train.torch.prepare_model(model)
-        session.report({}, checkpoint=TorchCheckpoint.from_model(model))
+        session.report({}, checkpoint=save(model))
 
     result = TorchTrainer(
         train_func,
@@ -213,6 +215,12 @@ def test_torch_e2e(run_config, prepare_model):
         run_config=run_config,
     ).fit()
     assert isinstance(result.checkpoint.get_preprocessor(), FlagPreprocessor)
+    return result
+
+
+@pytest.mark.parametrize("prepare_model", (True, False))
+def test_torch_e2e(run_config, prepare_model):
+    result = fit_linear_3_1(run_config, prepare_model, TorchCheckpoint.from_model)
     batch_predictor = BatchPredictor.from_checkpoint(result.checkpoint, TorchPredictor)
     # a batch of 3 rows is one 1-D input of Linear(3, 1): one prediction per batch
     predictions = batch_predictor.predict(ld.range(9), batch_size=3, dtype=torch.float)
@@ -221,19 +229,9 @@ def test_torch_e2e(run_config, prepare_model):
 
 @pytest.mark.parametrize("prepare_model", (True, False))
 def test_torch_e2e_state_dict(run_config, prepare_model):
-    def train_func():
-        model = torch.nn.Linear(3, 1)
-        if prepare_model:
-            model = train.torch.prepare_model(model)
-        session.report({}, checkpoint=TorchCheckpoint.from_state_dict(model.state_dict()))
-
-    result = TorchTrainer(
-        train_func,
-        scaling_config=scale_config,
-        preprocessor=FlagPreprocessor(),
-        run_config=run_config,
-    ).fit()
-    assert isinstance(result.checkpoint.get_preprocessor(), FlagPreprocessor)
+    result = fit_linear_3_1(
+        run_config, prepare_model, lambda m: TorchCheckpoint.from_state_dict(m.state_dict())
+    )
     with pytest.raises(ValueError):  # a state dict needs the model
         TorchPredictor.from_checkpoint(result.checkpoint)
     batch_predictor = BatchPredictor.from_checkpoint(

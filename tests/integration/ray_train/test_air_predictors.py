@@ -157,13 +157,19 @@ def test_sklearn_predict_set_cpus():
     assert predictor.estimator.n_jobs == 2
 
 
-def test_sklearn_predict_feature_columns():
-    predictor = SklearnPredictor(estimator=forest, preprocessor=FlagPreprocessor())
+def predicts_on_two_of_three_columns(predictor: Predictor) -> None:
+    """Ray's test_predict_feature_columns: a numpy batch, its columns 0 and 1 the features."""
     predictions = predictor.predict(
         np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1]
     )
     assert len(predictions) == 3
     assert predictor.get_preprocessor().has_preprocessed
+
+
+def test_sklearn_predict_feature_columns():
+    predicts_on_two_of_three_columns(
+        SklearnPredictor(estimator=forest, preprocessor=FlagPreprocessor())
+    )
 
 
 def test_sklearn_predict_feature_columns_pandas():
@@ -237,12 +243,9 @@ def test_lightgbm_predict(batch_type):
 
 
 def test_lightgbm_predict_feature_columns():
-    predictor = LightGBMPredictor(model=booster, preprocessor=FlagPreprocessor())
-    predictions = predictor.predict(
-        np.array([[1, 2, 7], [3, 4, 8], [5, 6, 9]]), feature_columns=[0, 1]
+    predicts_on_two_of_three_columns(
+        LightGBMPredictor(model=booster, preprocessor=FlagPreprocessor())
     )
-    assert len(predictions) == 3
-    assert predictor.get_preprocessor().has_preprocessed
 
 
 @pytest.mark.parametrize("to_string", [True, False])

@@ -2,6 +2,7 @@
 test_torch_trainer.py (imports changed to lockstep, Ray's cluster fixture dropped, every
 assertion kept; runs write into the test's directory).
 
+test_backend_setup is tests/integration/test_ray_behaviour.py's test_rays_backend_hooks_are_called.
 Left out: ``test_setup_working_directory`` (Ray's session directory and
 ``RAY_CHDIR_TO_TRIAL_DIR``) and ``test_sigint_abort`` (Ray actors, Ray's controller).
 """
@@ -16,7 +17,6 @@ import pytest
 
 from lockstep import train
 from lockstep.train import (
-    BackendConfig,
     Checkpoint,
     Result,
     RunConfig,
@@ -25,7 +25,6 @@ from lockstep.train import (
     UserCallback,
     WorkerGroupError,
 )
-from lockstep.train.backend import Backend
 from lockstep.train.data_parallel_trainer import DataParallelTrainer
 from lockstep.train.torch import TorchTrainer
 from tests.integration.ray_train.helpers import dict_checkpoint
@@ -33,32 +32,6 @@ from tests.integration.ray_train.helpers import dict_checkpoint
 
 def quiet(tmp_path, **kwargs):
     return RunConfig(storage_path=str(tmp_path), verbose=0, **kwargs)
-
-
-def test_backend_setup(tmp_path):
-    class ValidationBackend(Backend):
-        def on_start(self, worker_group, backend_config):
-            tmp_path.joinpath("on_start").touch()
-
-        def on_training_start(self, worker_group, backend_config):
-            tmp_path.joinpath("on_training_start").touch()
-
-        def on_shutdown(self, worker_group, backend_config):
-            tmp_path.joinpath("on_shutdown").touch()
-
-    class ValidationBackendConfig(BackendConfig):
-        @property
-        def backend_cls(self):
-            return ValidationBackend
-
-    DataParallelTrainer(
-        lambda: None,
-        backend_config=ValidationBackendConfig(),
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=quiet(tmp_path / "runs"),
-    ).fit()
-    for hook in ("on_start", "on_training_start", "on_shutdown"):
-        assert tmp_path.joinpath(hook).exists()
 
 
 def test_result_output(tmp_path):

@@ -103,7 +103,8 @@ class TorchPredictor(Predictor):
     What the model is called with: the column itself when the batch has one column (a 1-D
     tensor, or the stacked arrays of a column of arrays), the whole array when a numpy
     array was given, and a dict of tensors by column name otherwise (a model of several
-    inputs). It may return a tensor or a dict of tensors; a subclass's :meth:`call_model`
+    inputs). ``predict(batch, dtype=...)`` chooses the tensors' dtype; without it,
+    floating-point features take the dtype of the model's weights. It may return a tensor or a dict of tensors; a subclass's :meth:`call_model`
     may also return a pandas DataFrame, which is taken as the predictions.
 
     Args:
@@ -141,6 +142,9 @@ class TorchPredictor(Predictor):
         loaded = torch_checkpoint.get_model(model)
         return cls(loaded, preprocessor=checkpoint.get_preprocessor(), use_gpu=use_gpu)
 
+    def _inputs(self, features: pd.DataFrame, dtype: Any) -> Any:
+        return _model_inputs(features, dtype, self.device, _float_dtype(self.model))
+
     def call_model(self, inputs: torch.Tensor | dict[str, torch.Tensor]) -> Any:
         """The model's output for ``inputs``; override to adapt a model's output."""
         return self.model(inputs)
@@ -159,20 +163,43 @@ class TorchPredictor(Predictor):
             )
         features = select_features(data, feature_columns, "model")
         with torch.no_grad():
-            output = self.call_model(_model_inputs(features, dtype, self.device))
+            output = self.call_model(self._inputs(features, dtype))
         return _output_frame(output, data.index)
 
 
+class MatrixTorchPredictor(TorchPredictor):
+    """A TorchPredictor that calls the model with the features as one 2-D tensor, a row
+    per example and a column per feature: the model of ``Checkpoint.load_model()``, as the
+    material uses it (``model.predict(frame)`` of a model taking a feature matrix)."""
+
+    def _inputs(self, features: pd.DataFrame, dtype: Any) -> Any:
+        import numpy as np
+
+        matrix = np.array(features.to_numpy(dtype="float64" if dtype is None else None))
+        dtype = dtype if dtype is not None else _float_dtype(self.model) or torch.float32
+        return torch.tensor(matrix, dtype=dtype, device=self.device)
+
+
+def _float_dtype(model: torch.nn.Module) -> torch.dtype | None:
+    """The dtype of the model's floating-point weights, or None when it has none."""
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+
+
 def _model_inputs(
-    features: pd.DataFrame, dtype: Any, device: torch.device
+    features: pd.DataFrame, dtype: Any, device: torch.device, float_dtype: torch.dtype | None
 ) -> torch.Tensor | dict[str, torch.Tensor]:
-    """What the model is called with (see :class:`TorchPredictor`)."""
+    """What the model is called with (see :class:`TorchPredictor`). Without ``dtype``,
+    floating-point features take the model's weights' dtype (a float64 frame for a float32
+    model), the others keep theirs."""
     import numpy as np
 
     def tensor(values: Any, name: Any) -> torch.Tensor:
         column_dtype = dtype.get(name) if isinstance(dtype, dict) else dtype
         # a copy: pandas hands out read-only arrays, which torch will not wrap
-        return torch.tensor(np.array(values), dtype=column_dtype, device=device)
+        array = np.array(values)
+        if column_dtype is None and array.dtype.kind == "f":
+            column_dtype = float_dtype
+        return torch.tensor(array, dtype=column_dtype, device=device)
 
     columns = list(features.columns)
     if len(columns) == 1:
