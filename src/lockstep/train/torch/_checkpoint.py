@@ -104,8 +104,9 @@ class TorchPredictor(Predictor):
     tensor, or the stacked arrays of a column of arrays), the whole array when a numpy
     array was given, and a dict of tensors by column name otherwise (a model of several
     inputs). ``predict(batch, dtype=...)`` chooses the tensors' dtype; without it,
-    floating-point features take the dtype of the model's weights. It may return a tensor or a dict of tensors; a subclass's :meth:`call_model`
-    may also return a pandas DataFrame, which is taken as the predictions.
+    floating-point features take the dtype of the model's weights. The model may return
+    a tensor or a dict of tensors; a subclass's :meth:`call_model` may also return a
+    pandas DataFrame, which is taken as the predictions.
 
     Args:
         model: The torch model (put in eval mode).
