@@ -61,4 +61,3 @@ class PrintCallback(TrainingCallback):
 
     def handle_result(self, results: list[dict[str, Any]], **info: Any) -> None:
         print(results)
-
