@@ -77,9 +77,10 @@ def run(
             num_to_keep=keep_checkpoints_num,
             checkpoint_score_attribute=checkpoint_score_attr,
         )
+    where = storage_path or local_dir
     run_config = RunConfig(
         name=name,
-        storage_path=os.fspath(storage_path or local_dir) if storage_path or local_dir else None,
+        storage_path=os.fspath(where) if where is not None else None,
         stop=stop,
         callbacks=list(callbacks or []),
         checkpoint_config=checkpoint_config,

@@ -231,6 +231,7 @@ class TrialRunner:
         self._num_created += 1
         self.trials.append(trial)
         self._journal.created(trial)
+        self._searching()  # the last trial's results are judged knowing it is the last
         self._s.scheduler.on_trial_add(self, trial)
         return trial
 

@@ -100,6 +100,23 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
     assert [r.metrics["training_iteration"] for r in results] == [3, 3, 1]
 
 
+def test_a_trial_the_median_rule_pauses_ends_once_nothing_else_is_left(tmp_path):
+    rule = MedianStoppingRule(
+        time_attr="training_iteration", grace_period=1, min_samples_required=2, hard_stop=False
+    )
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([0.9, 0.8, 0.1])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=rule,
+    )
+    assert [r.metrics["training_iteration"] for r in results] == [4, 4, 1]
+    assert results.num_terminated == 3
+
+
 def pbt_trainable(config):
     add_lr_to_a_score(config, tune.get_checkpoint, tune.report, steps=6)
 
@@ -324,19 +341,21 @@ def resumable_constant(config):
 def test_hyperband_pauses_at_milestones_and_keeps_the_best_half(tmp_path):
     from lockstep.tune.schedulers import HyperBandScheduler
 
+    # max_t=2, halving: the first bracket runs 2 trials to 2, the second halves 2 at 1.
     results = run(
         tmp_path,
         resumable_constant,
         {"acc": tune.grid_search([0.9, 0.1, 0.8, 0.2])},
         metric="acc",
         mode="max",
-        scheduler=HyperBandScheduler(max_t=4, reduction_factor=2),
+        max_concurrent_trials=1,
+        scheduler=HyperBandScheduler(max_t=2, reduction_factor=2),
     )
     iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
-    assert iterations == {0.9: 4, 0.8: 2, 0.1: 1, 0.2: 1}
+    assert iterations == {0.9: 2, 0.1: 2, 0.8: 2, 0.2: 1}
     assert results.num_terminated == 4
-    # the resumed trials went on from their checkpoints: one report per iteration
-    assert list(results[0].metrics_dataframe["training_iteration"]) == [1, 2, 3, 4]
+    # 0.8 paused at 1 until 0.2 got there, then went on from its checkpoint
+    assert list(results[2].metrics_dataframe["training_iteration"]) == [1, 2]
 
 
 def test_time_budget_and_stopper_end_the_experiment(tmp_path):
@@ -664,3 +683,21 @@ def test_a_tuner_given_no_run_config_uses_the_trainers(tmp_path):
     ).fit()
     assert results.experiment_path == str(tmp_path / "from_trainer")
     assert sorted(r.metrics["lr"] for r in results) == [0.1, 0.2]
+
+
+def test_the_last_hyperband_bracket_is_halved_though_it_is_not_full(tmp_path):
+    from lockstep.tune.schedulers import HyperBandScheduler
+
+    # 10 trials, max_t=9: the last bracket gets 2; once the search has given its last
+    # trial, HyperBand halves them rather than stopping both at their first milestone.
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([i / 10 for i in range(10)])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=HyperBandScheduler(max_t=9),
+    )
+    iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
+    assert iterations[0.9] > iterations[0.8] > 1

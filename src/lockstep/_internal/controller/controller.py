@@ -30,14 +30,20 @@ from lockstep._core.errors import (
     awaiting_root_cause,
     root_cause,
 )
-from lockstep._core.result import Result, user_metrics
+from lockstep._core.result import Result
 from lockstep._internal.controller import data_positions, interrupts
 from lockstep._internal.controller.display import ProgressListener
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
+from lockstep._internal.controller.failures import (
+    start_failure,
+    storage_failure,
+    usage_failure,
+    with_waiting,
+)
 from lockstep._internal.controller.hang import Hang, HangPolicy, describe_hang
 from lockstep._internal.controller.preemption import Drain, PreemptionPolicy
 from lockstep._internal.controller.progress import Progress
-from lockstep._internal.controller.reports import ReportHandler, storage_failure
+from lockstep._internal.controller.reports import ReportHandler
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun
 from lockstep._internal.controller.states import (
@@ -238,7 +244,7 @@ class TrainController:
             return Starting(attempt)
         except Exception as exc:
             self._stop_workers(run)
-            return self._on_failures(run, {0: _start_failure(exc)})
+            return self._on_failures(run, {0: start_failure(exc)})
         run.started_at = time.monotonic()
         self._reports.start_attempt(self._context(attempt), run.group, run.num_workers, staging_dir)
         self._hang.reset(run.num_workers)
@@ -282,7 +288,7 @@ class TrainController:
         directive = self._take(run, events, failures)
         if failures:
             self._await_root_cause(run, failures)
-            return self._on_failures(run, self._with_waiting(failures), drain=drain)
+            return self._on_failures(run, with_waiting(failures, self._reports.steps), drain=drain)
         if directive is ev.Directive.STOP:
             return Finished(dict(run.return_values), stopped_early=True)
         if directive is ev.Directive.PAUSE:
@@ -307,7 +313,7 @@ class TrainController:
             try:
                 answer = self._handle(run, event, failures)
             except ReportCountMismatch as exc:
-                failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+                failures.setdefault(exc.rank, usage_failure(exc.rank, str(exc)))
             except storage.CheckpointWriteError as exc:
                 failures.setdefault(0, storage_failure(exc))
             else:
@@ -359,22 +365,6 @@ class TrainController:
             if left <= 0:
                 return
             self._take(run, run.group.poll(min(left, POLL_TIMEOUT_S)), failures)
-
-    def _with_waiting(self, failures: dict[int, WorkerFailure]) -> dict[int, WorkerFailure]:
-        """A failure on a run of several workers names every rank's report count, and the
-        ranks it left waiting in report(): why those ranks stopped is then plain to see."""
-        steps = self._reports.steps
-        if self._spec.num_workers < 2:
-            return failures
-        waiting = [r for r in steps.waiting() if r not in failures]
-        note = f" ({steps.describe_counts()})"
-        if waiting:
-            ranks = ", ".join(map(str, waiting))
-            note = f"; rank{'s' if len(waiting) > 1 else ''} {ranks} waited in report(){note}"
-        return {
-            rank: f if f.kind == "usage" else dataclasses.replace(f, summary=f.summary + note)
-            for rank, f in failures.items()
-        }
 
     def _on_failures(
         self, run: Attempt, failures: dict[int, WorkerFailure], *, drain: Drain | None = None
@@ -442,25 +432,12 @@ class TrainController:
         return result
 
     def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
-        state = self._run_record.state
-        return TrainingInterrupted(
-            reason=stopped.reason,
-            path=self._spec.run_dir.uri,
-            training_iteration=state.training_iteration,
-            latest_checkpoint=state.latest,
-        )
+        return self._run_record.interruption(stopped.reason)
 
     def _result(self) -> Result:
-        metrics = self._reports.last_metrics
-        if metrics is None and self._run_record.last_row is not None:
-            metrics = user_metrics(self._run_record.last_row)
         values = self.return_values()
-        return Result.from_state(
-            self._spec.run_dir,
-            self._run_record.state,
-            last_metrics=metrics,
-            return_value=values[0] if values else None,
-            num_to_keep=self._run_record.num_to_keep,
+        return self._run_record.result(
+            self._reports.last_metrics, return_value=values[0] if values else None
         )
 
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -500,16 +477,3 @@ class TrainController:
 
 
 _OUTCOMES: dict[type, str] = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
-
-
-def _start_failure(exc: Exception) -> WorkerFailure:
-    return WorkerFailure(
-        rank=0,
-        pid=None,
-        kind="start",
-        summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
-    )
-
-
-def _usage_failure(rank: int, message: str) -> WorkerFailure:
-    return WorkerFailure(rank=rank, pid=None, kind="usage", summary=message, retryable=False)

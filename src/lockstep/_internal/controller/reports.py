@@ -19,6 +19,7 @@ from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.run_events import Directive, Listeners, ResultClock, StepRecorded
 from lockstep._internal.controller import data_positions
+from lockstep._internal.controller.failures import storage_failure, upload_failure
 from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
 from lockstep._internal.controller.steps import Step, StepAggregator
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
@@ -216,19 +217,3 @@ class ReportHandler:
             root=self._staging_dir,
         )
         self._uploads.submit(job)
-
-
-def upload_failure(exc: BaseException) -> WorkerFailure:
-    return WorkerFailure(
-        rank=0,
-        pid=None,
-        kind="upload",
-        summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
-        retryable=False,
-    )
-
-
-def storage_failure(exc: storage.CheckpointWriteError) -> WorkerFailure:
-    """A checkpoint the driver could not commit: storage was retried already, and the run
-    record in this driver would not survive a restart's redo of the step. Raised."""
-    return WorkerFailure(rank=0, pid=None, kind="storage", summary=str(exc), retryable=False)

@@ -27,7 +27,8 @@ from typing import Any
 from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
-from lockstep._core.errors import TrainingFailedError, last_output_header
+from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, last_output_header
+from lockstep._core.result import Result, user_metrics
 from lockstep._core.run_state import RunState
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
@@ -296,6 +297,28 @@ class RunRecord:
             return state.num_preemptions - self._counted_before[1]
         state.num_failures += 1
         return state.num_failures - self._counted_before[0]
+
+    def result(self, last_metrics: dict[str, Any] | None, *, return_value: Any = None) -> Result:
+        """The run's Result as its record stands: the last metrics (the last row's when not
+        given), the checkpoints kept, its error."""
+        if last_metrics is None and self.last_row is not None:
+            last_metrics = user_metrics(self.last_row)
+        return Result.from_state(
+            self.run_dir,
+            self.state,
+            last_metrics=last_metrics,
+            return_value=return_value,
+            num_to_keep=self.num_to_keep,
+        )
+
+    def interruption(self, reason: str) -> TrainingInterrupted:
+        """The error a run stopped by ``reason`` raises: where it stopped, how to go on."""
+        return TrainingInterrupted(
+            reason=reason,
+            path=self.run_dir.uri,
+            training_iteration=self.state.training_iteration,
+            latest_checkpoint=self.state.latest,
+        )
 
     def close(
         self,
