@@ -211,16 +211,22 @@ def test_sklearn_predictor_no_training():
 
 # test_lightgbm_predictor.py
 
-booster = lgbm.LGBMClassifier(n_estimators=10, verbose=-1).fit(dummy_data, dummy_target).booster_
+
+@pytest.fixture(scope="module")
+def booster():
+    # Trained when a test needs it, not at import: LightGBM's OpenMP pool, started in this
+    # process before its first fit() forks the workers' server, hangs forked workers'
+    # LightGBM (a resumed training waits forever).
+    return lgbm.LGBMClassifier(n_estimators=10, verbose=-1).fit(dummy_data, dummy_target).booster_
 
 
-def test_lightgbm_repr():
+def test_lightgbm_repr(booster):
     representation = repr(LightGBMPredictor(model=booster))
     assert len(representation) < MAX_REPR_LENGTH
     assert re.match("^LightGBMPredictor\\((.*)\\)$", representation)
 
 
-def test_lightgbm_checkpoint():
+def test_lightgbm_checkpoint(booster):
     preprocessor = FlagPreprocessor()
     checkpoint = LightGBMCheckpoint.from_model(booster=booster, preprocessor=preprocessor)
     try:
@@ -235,14 +241,14 @@ def test_lightgbm_checkpoint():
 
 
 @pytest.mark.parametrize("batch_type", [np.ndarray, pd.DataFrame, dict])
-def test_lightgbm_predict(batch_type):
+def test_lightgbm_predict(booster, batch_type):
     predictor = LightGBMPredictor(model=booster, preprocessor=FlagPreprocessor())
     predictions = predictor.predict(as_batch(pd.DataFrame(dummy_data), batch_type))
     assert len(predictions) == 3
     assert predictor.get_preprocessor().has_preprocessed
 
 
-def test_lightgbm_predict_feature_columns():
+def test_lightgbm_predict_feature_columns(booster):
     predicts_on_two_of_three_columns(
         LightGBMPredictor(model=booster, preprocessor=FlagPreprocessor())
     )
@@ -262,7 +268,7 @@ def test_lightgbm_predict_feature_columns_pandas_categorical(to_string):
     assert predictor.get_preprocessor().has_preprocessed
 
 
-def test_lightgbm_predict_no_preprocessor_no_training():
+def test_lightgbm_predict_no_preprocessor_no_training(booster):
     checkpoint = LightGBMCheckpoint.from_model(booster=booster)
     try:
         predictor = LightGBMPredictor.from_checkpoint(checkpoint)
