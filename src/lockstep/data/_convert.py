@@ -18,12 +18,13 @@ from lockstep.data._objects import array_to_objects, is_object_type, objects_to_
 if TYPE_CHECKING:
     import pandas as pd
 
-# "native" is Ray 2.0's name for a block's own format, which is an Arrow table here.
-BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", "native")
+# None: the blocks as they are (Arrow tables), as Ray's batch_format=None; "native" is Ray
+# 2.0's name for the same
+BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", None, "native")
 EMPTY = pa.table({})
 
 
-def check_batch_format(batch_format: str, where: str) -> str:
+def check_batch_format(batch_format: str | None, where: str) -> str | None:
     """Return ``batch_format`` if it is one lockstep knows, else raise a ValueError."""
     if batch_format not in BATCH_FORMATS:
         raise ValueError(
@@ -33,9 +34,9 @@ def check_batch_format(batch_format: str, where: str) -> str:
     return batch_format
 
 
-def to_format(table: Any, batch_format: str, *, writable: bool = False) -> Any:
+def to_format(table: Any, batch_format: str | None, *, writable: bool = False) -> Any:
     """``table`` as a batch in ``batch_format`` ("default" means numpy, as in Ray)."""
-    if batch_format in ("pyarrow", "native"):
+    if batch_format in ("pyarrow", None, "native"):
         return table
     if batch_format == "pandas":
         return to_pandas(table)

@@ -230,7 +230,7 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to kill this process when the driver dies, even if it hangs in C code."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -255,15 +255,15 @@ def main() -> None:
 def run_process(fd: int, parent_pid: int) -> None:
     """Run the worker whose connection is ``fd``; exits the process when done."""
     signal.signal(signal.SIGTERM, stop_handler)
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     try:
         code = run_worker(Connection(fd), in_process=False)
     except WorkerStopped:  # told to stop while already reporting a result or a failure
         code = 128 + signal.SIGTERM
-    _exit(code)
+    exit_process(code)
 
 
-def _exit(code: int) -> None:
+def exit_process(code: int) -> None:
     """Exit without the interpreter's teardown, as a Ray worker does.
 
     Tearing down the modules costs 30 ms, or hundreds with torch or pandas loaded, and the

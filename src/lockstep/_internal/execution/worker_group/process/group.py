@@ -29,9 +29,9 @@ from lockstep._internal.execution.worker_group.base import (
     WorkerGroupSpec,
     lost_connection,
 )
+from lockstep._internal.execution.worker_group.output import OutputPump
 from lockstep._internal.execution.worker_group.process import forkserver, shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
-from lockstep._internal.execution.worker_group.process.output import OutputPump
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
 OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
