@@ -281,7 +281,7 @@ class DataParallelTrainer:
             self._spec = replace(self._spec, preprocessor=preprocessor)
         return run.fit(
             self._plan,
-            _storage_root(self.run_config),
+            lambda: _storage_root(self.run_config),
             lambda session: self._controller(session=session),
         )
 
