@@ -434,6 +434,18 @@ class DataParallelTrainer:
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)
         return cls._from_spec(cls.Spec.of(**kwargs))
 
+    def as_trainable(self) -> DataParallelTrainer:
+        """This trainer as Tune's trainable (Ray's name): ``Tuner`` and ``tune.run`` take it
+        as they take the trainer, each trial's config overriding its arguments.
+
+        Example:
+            >>> from lockstep.train import DataParallelTrainer
+            >>> trainer = DataParallelTrainer(lambda: None)
+            >>> trainer.as_trainable() is trainer
+            True
+        """
+        return self
+
     @classmethod
     def can_restore(cls, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` is the directory of a run that :meth:`restore` can continue."""
