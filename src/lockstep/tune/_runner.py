@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from lockstep._core import storage
 from lockstep._core.callback import Callback, Trial
@@ -43,6 +43,7 @@ from lockstep.tune._trial import (
     TERMINATED,
     TuneTrial,
 )
+from lockstep.tune._waiting import WaitingTrials
 from lockstep.tune.schedulers._base import Exploit, TrialScheduler
 from lockstep.tune.search._searcher import Searcher
 
@@ -129,6 +130,10 @@ class TrialRunner:
         self._throttle = SaveThrottle()
         self._stop_all = False
         self._journal = Journal(setup.experiment_dir)
+        self._waiting = WaitingTrials(trials)
+        # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
+        # per event would cost every trial once per event).
+        self._shown = cast("list[Trial]", trials)
         self.search_finished = False
 
     # -- the loop ---------------------------------------------------------------------------
@@ -145,17 +150,18 @@ class TrialRunner:
             try:
                 self._shutdown()  # a second Ctrl-C here still leaves the state saved
             finally:
+                self._journal.close()
                 self.save(status="finished" if completed else "interrupted")
                 self._s.table.stop(self.trials, "done" if completed else "interrupted")
             if completed:
                 for callback in self._s.callbacks:
-                    callback.on_experiment_end(trials=list(self.trials))
+                    callback.on_experiment_end(trials=self._shown)
 
     def _loop(self) -> None:
         while True:
             # An exception in a callback's hook ends the experiment, restorable (Ray's).
             for callback in self._s.callbacks:
-                callback.on_step_begin(self._iteration, list(self.trials))
+                callback.on_step_begin(self._iteration, self._shown)
             self._check_budget()
             self._start_trials()
             if not self._threads and self._nothing_left():
@@ -169,17 +175,17 @@ class TrialRunner:
             if self._throttle.due():
                 self.save(status="running")
             for callback in self._s.callbacks:
-                callback.on_step_end(self._iteration, list(self.trials))
+                callback.on_step_end(self._iteration, self._shown)
 
     def _nothing_left(self) -> bool:
-        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
         if self._stop_all:
             return True
+        waiting = self._waiting.ordered()
         if waiting:
             # paused trials nobody will resume (their scheduler is done with them) end here
             runnable = self._s.scheduler.choose_trial_to_run(self, waiting)
             if runnable is None and not self._searching():
-                for trial in waiting:
+                for trial in list(waiting):
                     self._finish(trial, TERMINATED)
                 return True
             return False
@@ -197,6 +203,8 @@ class TrialRunner:
     def _check_budget(self) -> None:
         budget = self._s.time_budget_s
         over = budget is not None and time.monotonic() - self._started > budget
+        if self._stop_all:
+            return  # every trial was told once
         if over or (self._s.stopper is not None and self._s.stopper.stop_all()):
             self._stop_all = True
             self.search_finished = True
@@ -213,7 +221,7 @@ class TrialRunner:
             self._launch(trial)
 
     def _next_trial(self) -> TuneTrial | None:
-        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
+        waiting = self._waiting.ordered()
         chosen = self._s.scheduler.choose_trial_to_run(self, waiting) if waiting else None
         if chosen is not None:
             return chosen  # type: ignore[no-any-return]
@@ -230,6 +238,7 @@ class TrialRunner:
         trial.search_key = trial_id  # type: ignore[attr-defined]
         self._num_created += 1
         self.trials.append(trial)
+        self._waiting.add(trial)
         self._journal.created(trial)
         self._searching()  # the last trial's results are judged knowing it is the last
         self._s.scheduler.on_trial_add(self, trial)
@@ -237,7 +246,7 @@ class TrialRunner:
 
     def _launch(self, trial: TuneTrial) -> None:
         self._s.pool.acquire(trial.resources)
-        trial.status = RUNNING
+        self._waiting.set_status(trial, RUNNING)
         trial.stop_requested = False
         trial.run_dir.makedirs()
         run = TrialRun(
@@ -258,9 +267,9 @@ class TrialRunner:
         )
         self._threads[trial.trial_id] = thread
         for callback in self._s.callbacks:
-            callback.on_trial_start(self._iteration, list(self.trials), trial)
+            callback.on_trial_start(self._iteration, self._shown, trial)
             if restored:
-                callback.on_trial_restore(self._iteration, list(self.trials), trial)
+                callback.on_trial_restore(self._iteration, self._shown, trial)
         self._s.table.update(trial)
         thread.start()
 
@@ -295,7 +304,7 @@ class TrialRunner:
             event.reply.put(_directive(decision))
         elif isinstance(event, _Recovering):
             for callback in self._s.callbacks:
-                callback.on_trial_recover(self._iteration, list(self.trials), event.trial)
+                callback.on_trial_recover(self._iteration, self._shown, event.trial)
         else:
             self._on_ended(event)
 
@@ -303,7 +312,7 @@ class TrialRunner:
         trial, result = event.trial, event.result
         trial.last_result = result
         trial.results.append(result)
-        trials: list[Trial] = list(self.trials)
+        trials = self._shown
         if event.checkpoint is not None:
             trial.checkpoint = event.checkpoint
             for callback in self._s.callbacks:
@@ -356,7 +365,7 @@ class TrialRunner:
             trial.config = dict(exploit.config)
             trial.restore_checkpoint = exploit.donor.checkpoint
             trial.restore_metrics = user_metrics(exploit.donor.last_result)
-        trial.status = PAUSED if exploit is None else PENDING
+        self._waiting.set_status(trial, PAUSED if exploit is None else PENDING)
         self._s.table.update(trial)
 
     def _errored(self, trial: TuneTrial, event: _Ended) -> None:
@@ -365,16 +374,16 @@ class TrialRunner:
         trial.num_failures += 1
         trial.error = event.error
         trial.error_text = event.traceback
-        trial.status = ERROR
+        self._waiting.set_status(trial, ERROR)
         self._journal.ended(trial)
         self._s.scheduler.on_trial_error(self, trial)
         self._s.searcher.on_trial_complete(_key(trial), None, error=True)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
-            callback.on_trial_error(self._iteration, list(self.trials), trial)
+            callback.on_trial_error(self._iteration, self._shown, trial)
 
     def _finish(self, trial: TuneTrial, status: str) -> None:
-        trial.status = status
+        self._waiting.set_status(trial, status)
         trial.error = None
         self._journal.ended(trial)
         # The search and the scheduler learn first: a callback that raises must not leave
@@ -383,7 +392,7 @@ class TrialRunner:
         self._s.searcher.on_trial_complete(_key(trial), trial.last_result)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
-            callback.on_trial_complete(self._iteration, list(self.trials), trial)
+            callback.on_trial_complete(self._iteration, self._shown, trial)
 
     def stop_trial(self, trial: TuneTrial) -> None:
         """Stop ``trial``: at its next report if it runs, at once if it waits."""
@@ -414,12 +423,12 @@ class TrialRunner:
                     thread.join()
                 self._s.pool.release(event.trial.resources)
                 if event.outcome == "error":
-                    event.trial.status = ERROR
+                    self._waiting.set_status(event.trial, ERROR)
                     event.trial.error = event.error
                     event.trial.error_text = event.traceback
                     self._journal.ended(event.trial)
                 elif event.outcome == "done":  # it finished on its own meanwhile
-                    event.trial.status = TERMINATED
+                    self._waiting.set_status(event.trial, TERMINATED)
                     self._journal.ended(event.trial)
                 # a trial paused here stays unfinished: restore runs it on
 
@@ -429,6 +438,9 @@ class TrialRunner:
         inner = getattr(searcher, "searcher", searcher)
         if hasattr(inner, "save_to_sqlite") and status != "running":
             inner.save_to_sqlite(self._s.experiment_dir.join(STUDY_FILE))
+        # The function trials' files and the journal lines this snapshot counts reach the
+        # disk first, all at once (each trial's run writes them without a flush of its own).
+        self._s.experiment_dir.sync_all()
         write_state(
             self._s.experiment_dir,
             {

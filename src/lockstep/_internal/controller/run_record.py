@@ -197,7 +197,7 @@ class RunRecord:
         # Saved as pending before its row is written: a row naming a checkpoint the next
         # open() finds still pending is dropped, as the row of any uncommitted checkpoint.
         self.state.pending.append(reserved[0])
-        self._checkpoints.save()
+        self._checkpoints.save(commit=True)
         self._log(metrics, iteration, timestamp, reserved[0], sync=self._fsync_rows)
         return PendingCheckpoint(dict(metrics), iteration, reserved)
 
