@@ -302,7 +302,7 @@ class LocalDir(StorageDir):
                 os.remove(tmp)
             raise
         if sync:
-            _fsync_dir(os.path.dirname(target))
+            fsync_dir(os.path.dirname(target))
 
     def sync_all(self) -> None:
         fd = os.open(self.path, os.O_RDONLY)
@@ -317,7 +317,7 @@ class LocalDir(StorageDir):
     def move(self, src_rel: str, dst_rel: str) -> None:
         dst = self.join(dst_rel)
         os.rename(self.join(src_rel), dst)
-        _fsync_dir(os.path.dirname(dst))
+        fsync_dir(os.path.dirname(dst))
 
     def remove(self, rel: str) -> None:
         target = self.join(rel)
@@ -530,7 +530,9 @@ def _syncfs(fd: int) -> None:
         os.sync()
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Put the names in the local directory ``path`` on the disk (after a create or a
+    rename in it)."""
     fd = os.open(path or ".", os.O_RDONLY)
     try:
         os.fsync(fd)

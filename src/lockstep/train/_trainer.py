@@ -296,13 +296,15 @@ class DataParallelTrainer:
             train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
         else:
             train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
-        run_dir = _open_run_dir(self.run_config, fsync=not self._in_process)
+        run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
             # The arguments, then the run state (which RunRecord.open saves): from here on
             # the run can be restored, whenever the driver dies. (A Tune function trial's
             # is restored by its Tuner.)
             run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
-        record = RunRecord.open(run_dir, self.run_config.checkpoint_config)
+        record = RunRecord.open(
+            run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
+        )
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
@@ -696,13 +698,14 @@ def _check_storage_shared(run_config: RunConfig, executor: str) -> None:
         )
 
 
-def _open_run_dir(run_config: RunConfig, *, fsync: bool = True) -> storage.StorageDir:
+def _open_run_dir(run_config: RunConfig, *, inline_trial: bool = False) -> storage.StorageDir:
     """The run directory, created and proven writable before any worker starts.
 
-    Without ``fsync`` (a Tune function trial's) its files are written as durably against a
-    killed driver, but reach the disk when the Tuner syncs the experiment's filesystem
-    before each snapshot of its state, rather than each at once: a trial then costs no
-    disk flush, only the commit of a checkpoint does."""
+    A Tune function trial's (``inline_trial``) is not marked (its worker is a thread of
+    the driver: it sees what the driver sees), and its files are not fsync'd one by one:
+    they are as safe from a killed driver, and reach the disk when the Tuner syncs the
+    experiment's filesystem before each snapshot of its state; a checkpoint commit is
+    fsync'd still. So a trial costs no disk flush (see ``StorageDir.fsync_writes``)."""
     assert run_config.name is not None and run_config.storage_path is not None
     if run_config.storage_filesystem is not None:
         fs = pyarrow_fs.to_fsspec(run_config.storage_filesystem)
@@ -710,11 +713,12 @@ def _open_run_dir(run_config: RunConfig, *, fsync: bool = True) -> storage.Stora
     else:
         root = storage.StorageDir.from_uri(run_config.storage_path)
     run_dir = root.child(run_config.name)
-    if not fsync:
+    if inline_trial:
         run_dir = run_dir.without_fsync()
     try:
         run_dir.makedirs()
-        run_dir.write_atomic(storage.MARKER_FILE, b"")
+        if not inline_trial:
+            run_dir.write_atomic(storage.MARKER_FILE, b"")
     except OSError as exc:
         raise ValueError(
             f"storage_path {root.uri!r} is not writable ({type(exc).__name__}: {exc}). "

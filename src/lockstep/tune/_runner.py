@@ -131,6 +131,7 @@ class TrialRunner:
         self._stop_all = False
         self._journal = Journal(setup.experiment_dir)
         self._waiting = WaitingTrials(trials)
+        self._self_limiting = _self_limiting(setup.searcher)
         # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
         # per event would cost every trial once per event).
         self._shown = cast("list[Trial]", trials)
@@ -196,7 +197,7 @@ class TrialRunner:
             return False
         limit = self._s.num_samples
         capped = limit > 0 and self._num_created >= limit
-        if (capped and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
+        if (capped and not self._self_limiting) or self._s.searcher.is_finished():
             self.search_finished = True
         return not self.search_finished
 

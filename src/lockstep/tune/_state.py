@@ -23,7 +23,7 @@ STATE_VERSION = 1
 
 
 def write_state(exp_dir: storage.StorageDir, state: dict[str, Any]) -> None:
-    data = pickling.dumps({**state, "version": STATE_VERSION}, "the experiment state")
+    data = pickling.dumps_plain({**state, "version": STATE_VERSION}, "the experiment state")
     exp_dir.write_atomic(STATE_FILE, data)
     exp_dir.write_atomic(STATE_JSON, _summary(state["status"], state["trials"]))
 
@@ -97,7 +97,7 @@ class Journal:
     def created(self, trial: Any) -> None:
         import base64
 
-        blob = base64.b64encode(pickling.dumps(trial, "the trial")).decode("ascii")
+        blob = base64.b64encode(pickling.dumps_plain(trial, "the trial")).decode("ascii")
         self._append({"event": "created", "trial_id": trial.trial_id, "trial": blob})
 
     def ended(self, trial: Any) -> None:

@@ -141,10 +141,25 @@ class RunLog:
         self.close()
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
+        if len(self._rows) == 1 and not self._run_dir.exists(storage.RESULTS_FILE):
+            self._start_files(sync=sync)
+            return
         self._write_whole(sync=sync)
         # Both stay open for the run, so that each step costs one write per file.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
+
+    def _start_files(self, *, sync: bool) -> None:
+        """A new run's first line: both files created by opening them for appending, so
+        that the first step costs no more than the others (a driver killed before the
+        line is written leaves an empty file, which holds no row)."""
+        self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
+        write_all(self._json, _json_lines(self._rows).encode())
+        if sync:
+            os.fsync(self._json)
+            storage.fsync_dir(self._run_dir.path)  # the new file's name, on the disk too
+        self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
+        write_all(self._csv, self._csv_text().encode())
 
     def _csv_text(self) -> str:
         out = io.StringIO()
