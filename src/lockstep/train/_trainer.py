@@ -450,7 +450,8 @@ class DataParallelTrainer:
             # (an elastic run splits them once it knows its size)
             shards = self._shards(datasets, num_workers)
         backend = self._plan.backend_for(backend_config).make_backend()
-        _check_backend_picklable(backend)
+        if not self._in_process:  # handed to an inline worker as it is
+            _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",

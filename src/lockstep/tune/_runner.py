@@ -11,8 +11,8 @@ record is the one writer there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import queue
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -34,6 +34,7 @@ from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
 from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
 from lockstep.tune._stopper import Stopper
+from lockstep.tune._threads import TrialThreads
 from lockstep.tune._trainable import run_trial, trial_run_config
 from lockstep.tune._trial import (
     ERROR,
@@ -124,7 +125,8 @@ class TrialRunner:
         self.trials = trials
         self._num_created = num_created
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._threads: dict[str, threading.Thread] = {}
+        self._running: set[str] = set()  # the trials whose runs are under way
+        self._trial_threads = TrialThreads()
         self._iteration = 0
         self._started = time.monotonic()
         self._throttle = SaveThrottle()
@@ -151,6 +153,7 @@ class TrialRunner:
             try:
                 self._shutdown()  # a second Ctrl-C here still leaves the state saved
             finally:
+                self._trial_threads.close(wait=not self._running)
                 self._journal.close()
                 self.save(status="finished" if completed else "interrupted")
                 self._s.table.stop(self.trials, "done" if completed else "interrupted")
@@ -165,7 +168,7 @@ class TrialRunner:
                 callback.on_step_begin(self._iteration, self._shown)
             self._check_budget()
             self._start_trials()
-            if not self._threads and self._nothing_left():
+            if not self._running and self._nothing_left():
                 return
             self._handle(self._events.get())
             while True:  # whatever else arrived meanwhile, before starting new trials
@@ -215,7 +218,7 @@ class TrialRunner:
     # -- starting trials --------------------------------------------------------------------
 
     def _start_trials(self) -> None:
-        while not self._stop_all and len(self._threads) < self._s.max_concurrent:
+        while not self._stop_all and len(self._running) < self._s.max_concurrent:
             trial = self._next_trial()
             if trial is None or not self._s.pool.fits(trial.resources):
                 return
@@ -260,19 +263,13 @@ class TrialRunner:
         )
         restored = trial.restore_checkpoint is not None or trial.checkpoint is not None
         trial.restore_checkpoint, trial.restore_metrics = None, {}
-        thread = threading.Thread(
-            target=self._run_trial,
-            args=(trial, run),
-            name=f"lockstep-trial-{trial.trial_id}",
-            daemon=True,
-        )
-        self._threads[trial.trial_id] = thread
+        self._running.add(trial.trial_id)
         for callback in self._s.callbacks:
             callback.on_trial_start(self._iteration, self._shown, trial)
             if restored:
                 callback.on_trial_restore(self._iteration, self._shown, trial)
         self._s.table.update(trial)
-        thread.start()
+        self._trial_threads.run(functools.partial(self._run_trial, trial, run))
 
     # -- in the trial's thread ------------------------------------------------------------
 
@@ -344,9 +341,7 @@ class TrialRunner:
 
     def _on_ended(self, event: _Ended) -> None:
         trial = event.trial
-        thread = self._threads.pop(trial.trial_id, None)
-        if thread is not None:
-            thread.join()
+        self._running.discard(trial.trial_id)
         self._s.pool.release(trial.resources)
         if event.outcome == "paused":
             self._paused(trial)
@@ -405,10 +400,10 @@ class TrialRunner:
     # -- the end ----------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        """Stop every running trial at its next report and wait for its thread."""
+        """Stop every running trial at its next report and wait for its run to end."""
         for trial in self.trials:
             trial.stop_requested = True
-        while self._threads:
+        while self._running:
             event = self._events.get()
             if isinstance(event, _Recovering):
                 continue
@@ -419,9 +414,7 @@ class TrialRunner:
                 if event.checkpoint is not None:
                     event.trial.checkpoint = event.checkpoint
             else:
-                thread = self._threads.pop(event.trial.trial_id, None)
-                if thread is not None:
-                    thread.join()
+                self._running.discard(event.trial.trial_id)
                 self._s.pool.release(event.trial.resources)
                 if event.outcome == "error":
                     self._waiting.set_status(event.trial, ERROR)
