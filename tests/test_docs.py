@@ -26,6 +26,8 @@ def test_ci_runs_the_readme_test_command():
     test_command = next(c for c in bash_commands() if "pytest" in c)
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+    # the one command installs what the multi-node tests run on, before the tests
+    assert test_command.index("bash scripts/install-schedulers.sh") < test_command.index("pytest")
 
 
 def test_extras_give_ranges_and_fresh_machine_commands_name_the_installed_torch():

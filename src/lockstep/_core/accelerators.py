@@ -25,11 +25,17 @@ def visible_gpus() -> list[str]:
     visible = flags.CUDA_VISIBLE_DEVICES.get()
     if visible:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    return [row[0] for row in nvidia_smi("index")]
+
+
+def nvidia_smi(*fields: str) -> list[list[str]]:
+    """One row per GPU of ``nvidia-smi --query-gpu=FIELDS``, each field's value as text
+    without its unit (``memory.total`` in MiB); empty without an NVIDIA driver."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -37,4 +43,5 @@ def visible_gpus() -> list[str]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    rows = [[value.strip() for value in line.split(",")] for line in out.splitlines()]
+    return [row for row in rows if len(row) == len(fields)]

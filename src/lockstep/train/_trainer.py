@@ -30,6 +30,7 @@ from lockstep._internal.execution.resolve import (
     capacity_probe,
     make_worker_group,
     resolve_plan,
+    start_early,
 )
 from lockstep._internal.execution.worker import session as _session
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
@@ -296,6 +297,7 @@ class DataParallelTrainer:
             train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
         else:
             train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
+        start_early(self._plan)  # before the storage is opened: see fork_safety
         run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
             # The arguments, then the run state (which RunRecord.open saves): from here on

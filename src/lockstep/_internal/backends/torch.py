@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from lockstep._core.context import Collective, TrainContext
+from lockstep._core.errors import UsageError
 from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 
 BACKENDS = ("gloo", "nccl")
@@ -58,6 +59,8 @@ class TorchBackend(Backend):
         if backend == "nccl":
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
             torch.cuda.set_device(0)  # the first of the GPUs this worker was given
+            uuid = str(torch.cuda.get_device_properties(0).uuid)
+            check_one_rank_per_gpu(collective.all_gather(uuid))
         timeout = datetime.timedelta(seconds=self.config.timeout_s)
         self._store, address, port = _rendezvous(context, collective, timeout)
         url = f"tcp://{_host(address)}:{port}"
@@ -195,6 +198,35 @@ def _server_store(address: str, world_size: int, timeout: datetime.timedelta) ->
         raise
     server.detach()
     return store
+
+
+def check_one_rank_per_gpu(gpu_of_rank: list[str]) -> None:
+    """Fail, before NCCL does, when two ranks got the same GPU (its UUID, one per rank).
+
+    NCCL cannot run two ranks of one communicator on one GPU: it fails at the first
+    collective ("Duplicate GPU detected"), and restarting cannot help. Workers that share
+    GPUs (``resources_per_worker={"GPU": 0.5}``) need gloo, which runs on CUDA tensors too.
+
+    Example:
+        >>> check_one_rank_per_gpu(["GPU-a", "GPU-b"])
+        >>> check_one_rank_per_gpu(["GPU-a", "GPU-a"])
+        Traceback (most recent call last):
+        ...
+        lockstep._core.errors.UsageError: ranks 0 and 1 were given the same GPU (GPU-a), ...
+    """
+    ranks: dict[str, list[int]] = {}
+    for rank, gpu in enumerate(gpu_of_rank):
+        ranks.setdefault(gpu, []).append(rank)
+    shared = next((r for r in ranks.values() if len(r) > 1), None)
+    if shared is None:
+        return
+    names = ", ".join(map(str, shared[:-1])) + f" and {shared[-1]}"
+    raise UsageError(
+        f"ranks {names} were given the same GPU ({gpu_of_rank[shared[0]]}), and NCCL cannot "
+        "run two ranks of one process group on one GPU. HINT: give each worker a whole GPU "
+        "(resources_per_worker={'GPU': 1}, no more workers than GPUs), or keep sharing GPUs "
+        "with TorchConfig(backend='gloo'), which runs on CUDA tensors too"
+    )
 
 
 def loopback_env(node_ip: str) -> dict[str, str]:

@@ -251,3 +251,13 @@ def capacity_probe(plan: ExecutionPlan) -> Callable[[WorkerGroup | None], list[d
 def _ray_initialized() -> bool:
     ray = sys.modules.get("ray")
     return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+def start_early(plan: ExecutionPlan) -> None:
+    """Before the run opens its storage: fork the fork server, when the plan forks workers
+    from it. Opening the storage may start a library that a fork cannot copy (pyarrow's S3
+    filesystem starts the AWS CRT); a server forked first never holds it."""
+    if plan.launcher is Launcher.FORK_SERVER:
+        from lockstep._internal.execution.worker_group.process import forkserver
+
+        forkserver.get(max(1, int(plan.num_cpus_per_worker)))

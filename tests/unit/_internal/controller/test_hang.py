@@ -93,6 +93,15 @@ def test_the_innermost_user_frame_skips_lockstep_the_stdlib_and_libraries():
     assert innermost_user_frame([]) is None
 
 
+def test_packages_in_any_site_directory_are_libraries():
+    # torch installed with `pip install --user`, or in a virtualenv's base: not the user's
+    import site
+
+    for directory in (site.getusersitepackages(), *site.getsitepackages()):
+        synchronize = Frame(f"{directory}/torch/cuda/__init__.py", 1085, "synchronize")
+        assert innermost_user_frame([synchronize, USER, LOOP]) == USER
+
+
 def test_lockstep_testing_faults_count_as_user_code():
     fault = Frame(f"{LOCKSTEP}/testing/_faults.py", 60, "fire_if_due")
     assert innermost_user_frame([WAIT, fault, *REPORT[1:]]) == fault
