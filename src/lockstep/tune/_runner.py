@@ -132,6 +132,7 @@ class TrialRunner:
         self._throttle = SaveThrottle()
         self._stop_all = False
         self._journal = Journal(setup.experiment_dir)
+        self._synced_lines = self._journal.num_lines  # on the disk when the state was saved
         self._waiting = WaitingTrials(trials)
         self._self_limiting = _self_limiting(setup.searcher)
         # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
@@ -432,9 +433,12 @@ class TrialRunner:
         inner = getattr(searcher, "searcher", searcher)
         if hasattr(inner, "save_to_sqlite") and status != "running":
             inner.save_to_sqlite(self._s.experiment_dir.join(STUDY_FILE))
-        # The function trials' files and the journal lines this snapshot counts reach the
-        # disk first, all at once (each trial's run writes them without a flush of its own).
-        self._s.experiment_dir.sync_all()
+        if self._journal.num_lines != self._synced_lines:
+            # The journal lines this snapshot counts, and the files of the trials they
+            # created and ended, reach the disk first, all at once (a function trial's run
+            # writes its files without a flush of its own).
+            self._s.experiment_dir.sync_all()
+            self._synced_lines = self._journal.num_lines
         write_state(
             self._s.experiment_dir,
             {

@@ -25,7 +25,8 @@ STATE_VERSION = 1
 def write_state(exp_dir: storage.StorageDir, state: dict[str, Any]) -> None:
     data = pickling.dumps_plain({**state, "version": STATE_VERSION}, "the experiment state")
     exp_dir.write_atomic(STATE_FILE, data)
-    exp_dir.write_atomic(STATE_JSON, _summary(state["status"], state["trials"]))
+    # The same for people to read: replaced whole, not flushed (the pickle is the state).
+    exp_dir.write_atomic(STATE_JSON, _summary(state["status"], state["trials"]), fsync=False)
 
 
 def _summary(status: str, trials: list[Any]) -> bytes:
