@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from lockstep._core.errors import NotPicklableError
+
 _MAX_DEPTH = 6
 
 
 def dumps(obj: Any, what: str) -> bytes:
     """Pickle ``obj`` as cloudpickle does, keeping each code object's file name;
-    on failure, a ValueError naming the unpicklable part.
+    on failure, a NotPicklableError (a ValueError and a TypeError) naming the unpicklable
+    part.
 
     Args:
         obj: What to pickle.
@@ -31,7 +34,7 @@ def dumps(obj: Any, what: str) -> bytes:
         return to_bytes(obj)
     except Exception as exc:
         culprit = find_unpicklable(obj, what)
-        raise ValueError(
+        raise NotPicklableError(
             f"{culprit} cannot be pickled ({type(exc).__name__}: {exc}), so it cannot be sent "
             "to the workers. HINT: create it inside the training function instead of "
             "passing or capturing it"

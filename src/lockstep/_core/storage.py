@@ -89,6 +89,12 @@ def resolve(path: str | os.PathLike[str]) -> tuple[AbstractFileSystem | None, st
         text = text[len("file://") :]
     if not is_uri(text):
         return None, os.path.abspath(os.path.expanduser(text))
+    if text.startswith("mock://"):
+        # pyarrow's in-memory test filesystem, which Ray's tests write runs to: this
+        # process's in-memory filesystem (memory://), the same one at every resolve
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        return MemoryFileSystem(), "/" + text[len("mock://") :].split("?", 1)[0].lstrip("/")
     if "?" in text:  # pyarrow's query options: region, endpoint_override, scheme, ...
         from lockstep._core.pyarrow_fs import from_uri_with_options
 
@@ -399,10 +405,26 @@ class FsspecDir(StorageDir):
         # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
         for rel in self._files(src_rel):
-            with_retries(self.fs.copy, f"{src}/{rel}", f"{dst}/{rel}")
+            self._copy(f"{src}/{rel}", f"{dst}/{rel}")
         if self._fresh(src).exists(src):
             self.fs.rm(src, recursive=True)
         self.fs.makedirs(dst, exist_ok=True)
+
+    def _copy(self, src: str, dst: str) -> None:
+        """Copy one file. A filesystem of real directories (a custom pyarrow one over a
+        local disk, say) needs the destination's directory first; object stores have none,
+        so they pay nothing for it."""
+
+        def copy() -> None:
+            try:
+                self.fs.copy(src, dst)
+            except FileNotFoundError:
+                if not self.fs.exists(src):
+                    raise
+                self.fs.makedirs(posixpath.dirname(dst), exist_ok=True)
+                self.fs.copy(src, dst)
+
+        with_retries(copy)
 
     def remove(self, rel: str) -> None:
         target = self.join(rel)
@@ -428,7 +450,7 @@ class FsspecDir(StorageDir):
 
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         # The source tree goes as a whole afterwards (merge_into removes it).
-        with_retries(self.fs.copy, self.join(src_rel), self.join(dst_rel))
+        self._copy(self.join(src_rel), self.join(dst_rel))
 
 
 class CheckpointWriteError(OSError):

@@ -7,6 +7,7 @@ snapshot and is the only caller of these methods outside tests.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -249,8 +250,16 @@ class CheckpointManager:
         if attribute is None:
             return sorted(records, key=lambda r: r.index)
         sign = 1 if self._config.checkpoint_score_order == "max" else -1
-        # Best last, as Ray orders them; among equal scores the newer ranks higher.
-        return sorted(records, key=lambda r: (sign * r.metrics[attribute], r.index))
+
+        def rank(record: CheckpointRecord) -> tuple[bool, float, int]:
+            # Best last, as Ray orders them: a NaN score below every number, and among
+            # equal scores the newer higher.
+            score = record.metrics[attribute]
+            if math.isnan(score):
+                return (False, 0.0, record.index)
+            return (True, sign * score, record.index)
+
+        return sorted(records, key=rank)
 
     def _retain(
         self, ordered: list[CheckpointRecord], *, latest: CheckpointRecord
