@@ -3,22 +3,20 @@ trial threads kept for the next trial; what a function trial flushes to the disk
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 import threading
 import warnings
 
 import pytest
 
-from lockstep import train, tune
-from lockstep.train import Checkpoint
+from lockstep import tune
 from lockstep.tune._resources import machine_resources
 from lockstep.tune._threads import TrialThreads
 from lockstep.tune._trial import ERROR, PAUSED, PENDING, RUNNING, TERMINATED
 from lockstep.tune._waiting import WaitingTrials
 from lockstep.tune.schedulers import HyperBandScheduler
 from tests.helpers import add_lr_to_a_score, pbt_every_two_iterations
+from tests.unit.tune.test_tuner import resumable_constant
 
 
 class Trial:
@@ -38,20 +36,6 @@ def test_the_waiting_trials_are_those_a_scan_finds_in_creation_order_after_any_c
         waiting.set_status(trial, rng.choice([PENDING, PAUSED, RUNNING, TERMINATED, ERROR]))
         scanned = [t for t in trials if t.status in (PENDING, PAUSED)]
         assert waiting.ordered() == scanned and len(waiting) == len(scanned)
-
-
-def resumable_constant(config):
-    checkpoint = train.get_checkpoint()
-    step = 0
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d, open(os.path.join(d, "step")) as f:
-            step = int(f.read())
-    while True:
-        step += 1
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "step"), "w") as f:
-                f.write(str(step))
-            tune.report({"acc": config["acc"]}, checkpoint=Checkpoint.from_directory(d))
 
 
 def pbt_trainable(config):
