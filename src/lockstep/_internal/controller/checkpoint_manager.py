@@ -179,7 +179,7 @@ class CheckpointManager:
         old = self.state.record(name)
         if old is not None:
             self.state.checkpoints.remove(old)
-            self.save()
+            self.save(commit=True)
         if self.run_dir.exists(name):
             self.run_dir.remove(name)
 
@@ -204,7 +204,7 @@ class CheckpointManager:
         self.state.checkpoints = kept
         # Save the snapshot before deleting old checkpoints: if deletion happens first and
         # the process crashes, the snapshot may point to checkpoints that are gone.
-        self.save()
+        self.save(commit=True)
         for old in evicted:
             self._remove_after_commit(old.dir_name)
 
@@ -224,9 +224,10 @@ class CheckpointManager:
             self._run_dir.merge_into(f"{staged}/{rank_dir}", base)
         return base
 
-    def save(self) -> None:
-        """Write the snapshot atomically."""
-        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
+    def save(self, *, commit: bool = False) -> None:
+        """Write the snapshot atomically; on the disk before this returns when it commits
+        a checkpoint (or an eviction), else as the run directory's writes are."""
+        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json(), fsync=commit or None)
 
     def remove_uncommitted(self) -> list[str]:
         """Delete staging leftovers and checkpoint directories the snapshot does not list;

@@ -50,7 +50,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
-        _check_run_dir_visible(start)
+        if not in_process:  # a thread of the driver sees what the driver sees
+            _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
         # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
