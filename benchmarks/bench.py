@@ -56,3 +56,12 @@ def answer_barrier(conns: list[Any], steps: int) -> None:
                 waiting.discard(conn)
         for conn in conns:
             conn.send(True)
+
+
+def machine_load() -> str:
+    """The machine's load averages and CPUs, to print with figures (a loaded machine's
+    figures need a quiet rerun)."""
+    import os
+
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"

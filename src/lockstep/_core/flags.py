@@ -57,6 +57,12 @@ RAY_ADDRESS = Flag(
     "",
     "Ray's own variable: the address of a Ray cluster. When set, workers run on Ray.",
 )
+MLFLOW_ALLOW_FILE_STORE = Flag(
+    "MLFLOW_ALLOW_FILE_STORE",
+    "",
+    "MLflow's own variable: 'true' lets MLflow 3 open a file store (file:///path). "
+    "lockstep's MLflow callback opens an explicit file:// tracking_uri with it set.",
+)
 WORKER_START = Flag(
     "LOCKSTEP_WORKER_START",
     "fork",

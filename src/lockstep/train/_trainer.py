@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
-from lockstep._core.errors import RunNotFoundError, TrainingInterrupted
+from lockstep._core.errors import RunNotFoundError, TrainingInterrupted, UsageKeyError
 from lockstep._core.result import Result
 from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep._internal.backends.base import BackendConfig
@@ -172,7 +172,8 @@ class DataParallelTrainer:
         metadata: JSON data available as ``get_context().get_metadata()``.
         preprocessor: A ``lockstep.data.preprocessors.Preprocessor``: fitted on the
             ``"train"`` dataset when fit() starts (unless fitted already), applied to every
-            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``).
+            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``);
+            without datasets, it is saved as it is.
 
     Example:
         >>> import tempfile
@@ -282,7 +283,7 @@ class DataParallelTrainer:
             self._spec = replace(self._spec, preprocessor=preprocessor)
         return run.fit(
             self._plan,
-            _storage_root(self.run_config),
+            lambda: _storage_root(self.run_config),
             lambda session: self._controller(session=session, started_at=started),
         )
 
@@ -317,13 +318,15 @@ class DataParallelTrainer:
         else:
             train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
         start_early(self._plan)  # before the storage is opened: see fork_safety
-        run_dir = _open_run_dir(self.run_config)
+        run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
             # The arguments, then the run state (which RunRecord.open saves): from here on
             # the run can be restored, whenever the driver dies. (A Tune function trial's
             # is restored by its Tuner.)
             run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
-        record = RunRecord.open(run_dir, self.run_config.checkpoint_config)
+        record = RunRecord.open(
+            run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
+        )
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
@@ -359,6 +362,8 @@ class DataParallelTrainer:
             resume_from_checkpoint=self.resume_from_checkpoint,
             elastic=self._elastic_run(datasets),
             started_at=started_at,
+            # a Tuner's function trial, a thread of the Tuner's process, offers no socket
+            answer_status=not self._in_process,
         )
 
     def _elastic_run(self, datasets: dict[str, Any]) -> ElasticRun | None:
@@ -441,6 +446,18 @@ class DataParallelTrainer:
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)
         return cls._from_spec(cls.Spec.of(**kwargs))
 
+    def as_trainable(self) -> DataParallelTrainer:
+        """This trainer as Tune's trainable (Ray's name): ``Tuner`` and ``tune.run`` take it
+        as they take the trainer, each trial's config overriding its arguments.
+
+        Example:
+            >>> from lockstep.train import DataParallelTrainer
+            >>> trainer = DataParallelTrainer(lambda: None)
+            >>> trainer.as_trainable() is trainer
+            True
+        """
+        return self
+
     @classmethod
     def can_restore(cls, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` is the directory of a run that :meth:`restore` can continue."""
@@ -454,7 +471,8 @@ class DataParallelTrainer:
             return self.datasets
         from lockstep.data.preprocessors import FitStatus
 
-        if self.preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED):
+        unfitted = (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
+        if "train" in self.datasets and self.preprocessor.fit_status() in unfitted:
             self.preprocessor.fit(self.datasets["train"])
         return {name: self.preprocessor.transform(ds) for name, ds in self.datasets.items()}
 
@@ -471,7 +489,8 @@ class DataParallelTrainer:
             # (an elastic run splits them once it knows its size)
             shards = self._shards(datasets, num_workers)
         backend = self._plan.backend_for(backend_config).make_backend()
-        _check_backend_picklable(backend)
+        if not self._in_process:  # handed to an inline worker as it is
+            _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",
@@ -633,8 +652,9 @@ def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
             f"{type(preprocessor).__name__}. HINT: preprocessor=StandardScaler(columns=[...])"
         )
     needs_fit = preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
-    if needs_fit and "train" not in datasets:
-        raise ValueError(
+    # Without datasets there is nothing to fit on: it is saved unfitted, as in Ray AIR.
+    if needs_fit and datasets and "train" not in datasets:
+        raise UsageKeyError(  # a KeyError, as in Ray
             f"the preprocessor is fitted on datasets['train'], but the datasets given are "
             f"{sorted(datasets)}. HINT: pass datasets={{'train': ds, ...}}, or a fitted "
             "preprocessor"
@@ -733,14 +753,23 @@ def _storage_root(run_config: RunConfig) -> storage.StorageDir:
     return storage.StorageDir.from_uri(run_config.storage_path)
 
 
-def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
-    """The run directory, created and proven writable before any worker starts."""
+def _open_run_dir(run_config: RunConfig, *, inline_trial: bool = False) -> storage.StorageDir:
+    """The run directory, created and proven writable before any worker starts.
+
+    A Tune function trial's (``inline_trial``) is not marked (its worker is a thread of
+    the driver: it sees what the driver sees), and its files are not fsync'd one by one:
+    they are as safe from a killed driver, and reach the disk when the Tuner syncs the
+    experiment's filesystem before each snapshot of its state; a checkpoint commit is
+    fsync'd still. So a trial costs no disk flush (see ``StorageDir.fsync_writes``)."""
     assert run_config.name is not None
     root = _storage_root(run_config)
     run_dir = root.child(run_config.name)
+    if inline_trial:
+        run_dir = run_dir.without_fsync()
     try:
         run_dir.makedirs()
-        run_dir.write_atomic(storage.MARKER_FILE, b"")
+        if not inline_trial:
+            run_dir.write_atomic(storage.MARKER_FILE, b"")
     except OSError as exc:
         raise ValueError(
             f"storage_path {root.uri!r} is not writable ({type(exc).__name__}: {exc}). "

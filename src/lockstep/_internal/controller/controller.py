@@ -115,6 +115,7 @@ class TrainController:
         config: dict[str, Any] | None = None,
         elastic: ElasticRun | None = None,
         started_at: float | None = None,
+        answer_status: bool = True,
     ) -> None:
         self._make_worker_group = make_worker_group
         self._spec = spec
@@ -144,6 +145,7 @@ class TrainController:
         self.state: State = Starting(attempt=0)
         self._last_step_at = time.monotonic()  # for `lockstep status`: is the loop stuck?
         self._contexts: dict[int, RunContext] = {}
+        self._answer_status = answer_status  # a Tuner's function trials do not
         self._failed_at: float | None = None  # the failure being handled, for the ledger
         self._main_thread: int | None = None
 
@@ -228,6 +230,9 @@ class TrainController:
     @contextlib.contextmanager
     def _answering_status(self) -> Iterator[None]:
         """Answer ``lockstep status`` while the run goes on (on a socket in its directory)."""
+        if not self._answer_status:
+            yield
+            return
         server = StatusServer(self._spec.run_dir, self.status)
         try:
             yield

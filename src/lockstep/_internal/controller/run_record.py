@@ -56,9 +56,12 @@ class RunRecord:
         run_log: result.json and progress.csv.
     """
 
-    def __init__(self, checkpoints: CheckpointManager, run_log: RunLog) -> None:
+    def __init__(
+        self, checkpoints: CheckpointManager, run_log: RunLog, *, save_at_start: bool = True
+    ) -> None:
         self._checkpoints = checkpoints
         self._run_log = run_log
+        self._save_at_start = save_at_start
         self.run_dir = checkpoints.run_dir
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
@@ -82,6 +85,8 @@ class RunRecord:
         run_dir: storage.StorageDir,
         config: CheckpointConfig,
         checkpoint_metadata: dict[str, Any] | None = None,
+        *,
+        save_at_start: bool = True,
     ) -> RunRecord:
         """The record of ``run_dir``, continuing where an earlier run of it stopped.
 
@@ -90,11 +95,16 @@ class RunRecord:
         dropped (training redoes those steps), and the state is saved, so the run can be
         restored from here on. ``checkpoint_metadata`` is added to every checkpoint's
         metadata.
+
+        Without ``save_at_start`` (a Tune function trial's run, which its Tuner restores,
+        and whose worker is a thread of the driver) the state is saved at the first
+        checkpoint commit and at the end only: a run without a state file starts afresh.
         """
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
-        record = cls(checkpoints, _reconciled(checkpoints))
-        checkpoints.save()
-        record._write_driver()
+        record = cls(checkpoints, _reconciled(checkpoints), save_at_start=save_at_start)
+        if save_at_start:
+            checkpoints.save()
+            record._write_driver()
         return record
 
     def _write_driver(self) -> None:
@@ -145,12 +155,14 @@ class RunRecord:
 
         Attempts are numbered across the run's drivers (``RunState.attempts``, saved before
         any worker starts), not from ``attempt``: a worker of a dead driver still writing
-        (a Ray actor not yet stopped) writes where no later driver commits anything.
+        (a Ray actor not yet stopped) writes where no later driver commits anything. (A
+        Tune function trial's workers are threads of the driver: they die with it.)
         """
         self._checkpoints.remove_uncommitted()
         state = self.state
         number, state.attempts = state.attempts, state.attempts + 1
-        self._checkpoints.save()
+        if self._save_at_start:
+            self._checkpoints.save()
         return storage.attempt_staging_dir(number)
 
     def record_step(
@@ -220,7 +232,7 @@ class RunRecord:
         # Saved as pending before its row is written: a row naming a checkpoint the next
         # open() finds still pending is dropped, as the row of any uncommitted checkpoint.
         self.state.pending.append(reserved[0])
-        self._checkpoints.save()
+        self._checkpoints.save(commit=True)
         self._log(metrics, iteration, timestamp, reserved[0], sync=self._fsync_rows)
         return PendingCheckpoint(dict(metrics), iteration, reserved)
 

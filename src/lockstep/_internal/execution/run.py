@@ -43,15 +43,17 @@ class Controller(Protocol):
 
 def fit(
     plan: ExecutionPlan,
-    storage_root: storage.StorageDir,
+    storage_root: Callable[[], storage.StorageDir],
     make_controller: Callable[[DriverSession | None], Controller],
 ) -> Result:
     """Run the controller that ``make_controller`` makes (given the cluster's session,
-    if any), as ``plan`` says; in a cluster's member, serve and exit."""
+    if any), as ``plan`` says; in a cluster's member, serve and exit. The storage is
+    opened (``storage_root()``) only by a cluster run here: a local run's controller opens
+    it once the fork server is forked (opening it may start a library a fork breaks)."""
     launch = plan.launch
     if plan.executor == "cluster" and launch is not None and not launch.is_driver:
-        raise SystemExit(member.serve(plan, storage_root))
-    session = DriverSession(plan, storage_root) if plan.executor == "cluster" else None
+        raise SystemExit(member.serve(plan, storage_root()))
+    session = DriverSession(plan, storage_root()) if plan.executor == "cluster" else None
     code = FAILED_EXIT
     try:
         if session is not None:

@@ -58,6 +58,7 @@ def run_worker(
     )
     stack_fd = None
     if not in_process:
+        _allow(start.allowed_cpus)
         _extend_sys_path(start.sys_path)
         # the stack signal's thread watches for the driver hanging up, where nothing reads
         wait = session.watch_hangup if read_inline else threading.Event().wait
@@ -66,7 +67,8 @@ def run_worker(
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
-        _check_run_dir_visible(start)
+        if not in_process:  # a thread of the driver sees what the driver sees
+            _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
         # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
@@ -141,6 +143,13 @@ def _check_run_dir_visible(start: WorkerStart) -> None:
             "storage_path on storage every worker shares (a local path on one machine, an "
             "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
         )
+
+
+def _allow(cpus: tuple[int, ...] | None) -> None:
+    """Run on ``cpus``, the driver's, before any thread of the worker starts (threads
+    inherit the CPUs of the thread that starts them)."""
+    if cpus is not None and set(cpus) != os.sched_getaffinity(0):
+        os.sched_setaffinity(0, cpus)
 
 
 def _bind_to(cpus: tuple[int, ...] | None) -> None:

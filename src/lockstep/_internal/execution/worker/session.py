@@ -75,6 +75,7 @@ class WorkerSession:
             start.context, dataset_shards=self.get_dataset_shard
         )
         self._start = start
+        self.score_attribute = start.score_attribute  # what checkpoints are ranked by
         # The driver sent Stop (a worker that ignores a scheduler's SIGTERM takes its own)
         self.stop_requested = False
         self._latest = start.checkpoint

@@ -464,17 +464,16 @@ class ConnectedWorkerGroup(abc.ABC):
 
 class ByValue:
     """Pickles ``obj`` with cloudpickle, so that classes defined in a function or in
-    ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself."""
+    ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself.
+    Pickled only when sent (an inline worker is handed ``obj`` as it is)."""
 
     def __init__(self, obj: Any) -> None:
-        import cloudpickle
-
-        self._data = bytes(cloudpickle.dumps(obj))
+        self._obj = obj
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         import cloudpickle
 
-        return cloudpickle.loads, (self._data,)
+        return cloudpickle.loads, (bytes(cloudpickle.dumps(self._obj)),)
 
 
 _START_SENDERS = 8  # threads that send the workers their starts

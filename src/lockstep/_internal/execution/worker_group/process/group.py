@@ -65,12 +65,14 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             raise
         self._pump.start()
         threads = max(1, int(self._plan.num_cpus_per_worker))
+        allowed = driver_cpus()
         starts = {
             rank: replace(
                 start,
                 cpus=worker_cpus(start.context.local_rank, start.context.local_world_size, threads)
                 if spec.backend.pin_cpus and flags.PIN_WORKERS.get()
                 else None,
+                allowed_cpus=allowed,
             )
             for rank, start in starts.items()
         }
@@ -282,6 +284,14 @@ def _start(
         stderr=err_fd,
         start_new_session=True,
     )
+
+
+def driver_cpus() -> tuple[int, ...] | None:
+    """The CPUs this process may run on now, which the workers it starts get too: the fork
+    server was forked with the CPUs of its time, and a run that grew counts more now."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return tuple(sorted(os.sched_getaffinity(0)))
 
 
 def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[int, ...] | None:
