@@ -362,7 +362,7 @@ class FailureConfig:
         if (
             isinstance(self.assumed_mtbf_s, bool)
             or not isinstance(self.assumed_mtbf_s, int | float)
-            or not self.assumed_mtbf_s > 0
+            or not 0 < self.assumed_mtbf_s < float("inf")
         ):
             raise ValueError(
                 f"FailureConfig.assumed_mtbf_s must be a positive number of seconds, got "

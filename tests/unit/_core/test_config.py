@@ -180,6 +180,13 @@ class TestFailureConfig:
             with pytest.raises(ValueError, match=r"number of seconds or None.*HINT"):
                 FailureConfig(hang_timeout_s=bad)  # type: ignore[arg-type]
 
+    def test_the_assumed_time_between_failures_is_a_day_unless_given(self):
+        assert FailureConfig().assumed_mtbf_s == 24 * 3600
+        assert FailureConfig(assumed_mtbf_s=3600).assumed_mtbf_s == 3600
+        for bad in (0, -5, float("nan"), float("inf"), "1d", True):
+            with pytest.raises(ValueError, match=r"assumed_mtbf_s must be a positive.*HINT"):
+                FailureConfig(assumed_mtbf_s=bad)  # type: ignore[arg-type]
+
 
 class TestRunConfig:
     @pytest.mark.parametrize("bad", ["a/b", "", "..", "x\ny"])

@@ -241,3 +241,16 @@ def test_an_attempt_that_ends_stuck_counts_what_each_rank_waited_for() -> None:
     assert time.per_rank[0].barrier_wait == pytest.approx(10.0)
     assert time.per_rank[1].data_wait == pytest.approx(9.0)
     assert time.barrier_wait == pytest.approx(5.0) and time.data_wait == pytest.approx(4.5)
+
+
+def test_a_failure_counts_as_recovering_from_when_it_happened() -> None:
+    clock = Clock()
+    ledger = started(clock)
+    steps(ledger, clock, 2)
+    failed_at = clock.now + 0.5  # the worker raised then
+    clock.now += 2.0  # the driver heard of it now
+    ledger.enter(RECOVERING, since=failed_at)
+    clock.now += 1.0
+    time = ledger.snapshot()
+    assert time.recovering == pytest.approx(2.5)
+    assert time.training == pytest.approx(2.5)  # the two steps, and up to the failure

@@ -159,3 +159,16 @@ def test_an_answer_that_fails_is_an_error_not_a_dead_driver(tmp_path) -> None:  
 @pytest.mark.parametrize("value, text", [(512, "512 B"), (2_500_000, "2.5 MB"), (4e9, "4.0 GB")])
 def test_sizes_read_as_people_say_them(value: float, text: str) -> None:
     assert status._bytes(value) == text
+
+
+def test_ranks_all_in_their_code_say_since_when_and_where() -> None:
+    where = [Frame("/home/me/train.py", 12, "forward")]
+    rows = [row(r, page=Phase("training", -1, 97.0), frames=where) for r in (0, 1)]
+    assert summary(rows, state="running") == (
+        "all ranks in their training function after step 16, in forward() at train.py:12, "
+        "the last report 50 s ago"
+    )
+    fresh = [row(r, page=Phase("training", -1, 99.0), last_report=None, steps=0) for r in (0, 1)]
+    assert summary(fresh, state="running") == (
+        "all ranks in their training function; none has reported yet"
+    )
