@@ -108,11 +108,13 @@ def live_run_dirs(root: str) -> list[str]:
     """The run directories under ``root`` (and its Tune experiments' trials) whose driver
     offers a socket: the candidates for live runs."""
     found = []
-    for parent in (root, *_subdirs(root)):
-        for path in (parent, *_subdirs(parent)):
-            if os.path.exists(os.path.join(path, live.SOCKET_FILE)):
-                found.append(path)
-    return sorted(set(found))
+    for path in _subdirs(root):
+        if os.path.exists(os.path.join(path, live.SOCKET_FILE)):
+            found.append(path)
+        elif not os.path.exists(os.path.join(path, storage.STATE_FILE)):  # an experiment
+            trials = _subdirs(path)
+            found += [t for t in trials if os.path.exists(os.path.join(t, live.SOCKET_FILE))]
+    return sorted(found)
 
 
 def _subdirs(path: str) -> list[str]:
