@@ -60,7 +60,11 @@ def test_plain_lines_when_not_a_terminal(tmp_path, capfd):
     assert ours[:2] == [f"[lockstep] run 'plain' in {run}", "[lockstep] starting 2 workers ..."]
     assert re.fullmatch(r"\[lockstep\] 2 workers ready in \d+\.\d s", ours[2])
     assert "[lockstep] iter 3: loss=0.3333 epoch=2" in ours
-    assert re.fullmatch(r"\[lockstep\] finished in \d+\.\ds: 3 reports, 0 restarts", ours[-3])
+    assert re.fullmatch(
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): \d+\.\ds starting the workers, "
+        r"\d+\.\ds training\): 3 reports, 0 restarts",
+        ours[-3],
+    )
     assert ours[-2:] == [
         f"[lockstep] run directory: {run}",
         f"[lockstep] see it with: lockstep runs show {run}",
@@ -161,7 +165,7 @@ def test_live_status_line_on_a_terminal(tmp_path):
         r"iter 4/4 \| .* \| accuracy=0\.75 .* \| attempt 1 \(restarts 0\) \| finished", text
     )
     assert "workers 0/2" not in text
-    assert re.search(r"\[lockstep\] finished in \d+\.\ds: 4 reports, 0 restarts", text)
+    assert re.search(r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): .*\): 4 rep", text)
     assert "[lockstep] see it with: lockstep runs show " in text
 
 

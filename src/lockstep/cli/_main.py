@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -96,6 +97,7 @@ def _add_demo(commands: Any) -> None:
         "keep the best checkpoints by validation accuracy, and plot the curves.",
         formatter_class=_Formatter,
     )
+    demo.set_defaults(command_parser=demo)
     demo.add_argument("--epochs", type=at_least(1), default=15, help="epochs to train (at least 1)")
     demo.add_argument(
         "--workers", type=at_least(1), default=2, help="worker processes (at least 1)"
@@ -118,13 +120,14 @@ def _add_demo(commands: Any) -> None:
 
 
 def _add_doctor(commands: Any) -> None:
-    commands.add_parser(
+    doctor = commands.add_parser(
         "doctor",
         help="show versions, and which backends can be used here and how to fix those that can't",
         description="Print the versions of lockstep, Python and the frameworks, and for each "
         "backend whether it can be used on this machine, with the command that fixes it if not.",
         formatter_class=_Formatter,
     )
+    doctor.set_defaults(command_parser=doctor)
 
 
 def usage_error(command: str, message: str) -> int:
@@ -141,19 +144,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         Traceback (most recent call last):
         SystemExit: 2
     """
-    args = parser().parse_args(argv)
+    started = time.monotonic()
+    args = parse(argv)
     try:
-        return _run(args)
+        return _run(args, started)
     except KeyboardInterrupt:
         # The run said where it stopped and how to continue; a traceback would add nothing.
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        from lockstep.cli._demo import main as demo
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line's arguments; an error names the command it is about
+    (``lockstep demo: error: unrecognized arguments: --bogus``), not just ``lockstep``.
 
-        return demo(args)
+    Example:
+        >>> parse(["runs", "list"]).runs_command
+        'list'
+    """
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", top)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _run(args: argparse.Namespace, started: float) -> int:
+    if args.command == "demo":
+        from lockstep.cli._demo_command import main as demo
+
+        return demo(args, started=started)
     if args.command == "doctor":
         from lockstep.cli._doctor import main as doctor
 

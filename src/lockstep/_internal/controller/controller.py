@@ -311,7 +311,7 @@ class TrainController:
             return state  # too few workers fit: wait, and look again
         self._drain = None  # a drained node's: the new group runs elsewhere
         self._settle_uploads()  # into the previous attempt's staging directory
-        self._staging_dir = self._run_record.start_attempt(state.attempt)
+        self._staging_dir = self._run_record.start_attempt(state.attempt, self._spec.num_workers)
         self._steps = StepAggregator(self._spec.num_workers)
         self._failures = {}
         self._return_values = {}  # only the attempt that succeeds returns
@@ -615,7 +615,8 @@ class TrainController:
         # While a node drains, what fails (the node going away with its workers) is the
         # preemption: a restart counted against max_preemption_failures.
         preempted = self._drain is not None and not self._drain.stops_run
-        count = self._run_record.record_failure(preempted=preempted)
+        cause = root_cause(self._failures).summary
+        count = self._run_record.record_failure(preempted=preempted, cause=cause)
         for callback in self._callbacks:
             callback.after_exception(self._run_context(attempt), dict(self._failures))
         if preempted:
