@@ -51,16 +51,23 @@ def build_model() -> Any:
 
 def train_func(config: dict[str, Any]) -> None:
     """One worker's part: trains on its shard, validates on its shard, reports the means."""
+    import random
+
+    import numpy as np
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     from lockstep.train.torch import prepare_data_loader, prepare_model
 
     limit = config.get("limit")
-    # The same seed on every rank: the same initial weights and dropout masks, so that two
-    # runs with one seed draw the same curves (the samplers shuffle by seed and epoch). A
-    # resumed run continues from the generators' state in the checkpoint instead (_resume).
-    torch.manual_seed(config.get("seed", 0))
+    # The same seed on every rank and every generator: the same initial weights and dropout
+    # masks, so that two runs with one seed draw the same curves (the samplers shuffle by
+    # seed and epoch). A resumed run continues from the generators' state in the checkpoint
+    # instead (_resume).
+    seed = config.get("seed", 0)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
     train_set = TensorDataset(*load_digits("train", limit))
     valid_set = TensorDataset(*load_digits("valid", limit))
     train_loader: Any = prepare_data_loader(
@@ -215,6 +222,8 @@ def draw(result: Result) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import PercentFormatter
 
+    from lockstep.cli._runs import whole_numbers_on_x
+
     frame = result.metrics_dataframe
     assert frame is not None, "the run reported nothing"
     figure, (losses, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
@@ -237,6 +246,8 @@ def draw(result: Result) -> Any:
         accuracy.annotate(
             f"{value:.1%}", (best, value), textcoords="offset points", xytext=(0, 10), ha="center"
         )
+    for axes in (losses, accuracy):
+        whole_numbers_on_x(axes, list(frame["epoch"]))
     losses.legend()
     accuracy.legend(loc="lower right")
     figure.tight_layout()
