@@ -155,7 +155,13 @@ def _report_with_checkpoint(metrics: dict[str, Any], model: Any, optimizer: Any)
         train.report(metrics, checkpoint=train.Checkpoint.from_directory(d))
 
 
-def run_demo(
+def run_demo(**options: Any) -> Result:
+    """Train the demo model (options as :func:`demo_trainer`'s); returns the run's Result."""
+    result: Result = demo_trainer(**options).fit()
+    return result
+
+
+def demo_trainer(
     *,
     epochs: int = 15,
     num_workers: int = 2,
@@ -165,8 +171,8 @@ def run_demo(
     verbose: int = 1,
     seed: int = 0,
     resume_hint: str | None = None,
-) -> Result:
-    """Train the demo model; returns the run's Result.
+) -> Any:
+    """The demo's TorchTrainer.
 
     ``storage_path`` None is the default storage place, ``~/lockstep_results`` unless
     ``LOCKSTEP_STORAGE_PATH`` says otherwise.
@@ -177,7 +183,7 @@ def run_demo(
         def _resume_hint(self, run_dir: Any) -> str:
             return resume_hint or super()._resume_hint(run_dir)
 
-    trainer = DemoTrainer(
+    return DemoTrainer(
         train_func,
         train_loop_config={
             "epochs": epochs,
@@ -199,7 +205,6 @@ def run_demo(
             progress_total=epochs,
         ),
     )
-    return trainer.fit()
 
 
 def plot(result: Result) -> str:

@@ -18,37 +18,53 @@ from lockstep.cli._main import EXIT_INTERRUPTED, usage_error
 
 def main(args: Any, *, started: float) -> int:
     """Run ``lockstep demo``; ``started`` is the command's start (``time.monotonic()``)."""
-    problem = check_storage(args.storage_path)
-    if problem is not None:
-        return usage_error("demo", problem)
-    plural = "s" if args.workers != 1 else ""
-    say(
-        f"demo: a ConvNet on 8x8 digits, {args.epochs} epochs on {args.workers} "
-        f"worker{plural}; loading PyTorch and the data ..."
-    )
-    name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        from lockstep.cli import _demo  # torch and lockstep.train: seconds
-
-        fit_started = time.monotonic()
-        result = _demo.run_demo(
-            epochs=args.epochs,
-            num_workers=args.workers,
-            storage_path=args.storage_path,
-            name=name,
-            limit=args.limit,
-            seed=args.seed,
-            resume_hint=_same_command(args, name),
-        )
-        fit_s = time.monotonic() - fit_started
+        ran = _train(args)
     except KeyboardInterrupt as interrupt:
         if _said_where_it_stopped(interrupt):
             raise
         # Before the run's own Ctrl-C handling: nothing was trained, nothing to continue.
         print("lockstep demo: interrupted before the run started", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
-    _print_outcome(result, args, started=started, fit_s=fit_s)
+    if isinstance(ran, int):
+        return ran
+    result, fit_s = ran
+    try:
+        _print_outcome(result, args, started=started, fit_s=fit_s)
+    except KeyboardInterrupt:
+        print(
+            f"lockstep demo: interrupted after the run finished; it is in {result.path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INTERRUPTED
     return 0
+
+
+def _train(args: Any) -> tuple[Any, float] | int:
+    """The run's Result and how long its ``fit()`` took; or the exit code of a usage error."""
+    problem = check_storage(args.storage_path)
+    if problem is not None:
+        return usage_error("demo", problem)
+    say(
+        f"demo: a ConvNet on 8x8 digits, {_count(args.epochs, 'epoch')} on "
+        f"{_count(args.workers, 'worker')}; loading PyTorch ..."
+    )
+    name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    from lockstep.cli import _demo
+
+    trainer = _demo.demo_trainer(  # imports torch: seconds
+        epochs=args.epochs,
+        num_workers=args.workers,
+        storage_path=args.storage_path,
+        name=name,
+        limit=args.limit,
+        seed=args.seed,
+        resume_hint=_same_command(args, name),
+    )
+    fit_started = time.monotonic()
+    result = trainer.fit()
+    return result, time.monotonic() - fit_started
 
 
 def _said_where_it_stopped(interrupt: KeyboardInterrupt) -> bool:
@@ -66,17 +82,21 @@ def _print_outcome(result: Any, args: Any, *, started: float, fit_s: float) -> N
     print()
     print(
         f"Validation accuracy: {result.metrics['val_accuracy']:.1%} after "
-        f"{result.metrics['epoch'] + 1} epochs (best {best['val_accuracy']:.1%}, "
+        f"{_count(result.metrics['epoch'] + 1, 'epoch')} (best {best['val_accuracy']:.1%}, "
         f"epoch {best['epoch']}, in {os.path.basename(best_checkpoint.path)})"
     )
     total_s = time.monotonic() - started
     print(
         f"Time: {total_s:.1f} s for the whole command: {fit_s:.1f} s the run on "
-        f"{args.workers} workers (fit(), as above), {total_s - fit_s:.1f} s importing "
-        "PyTorch and drawing the plot"
+        f"{args.workers} workers (fit(), as above), {total_s - fit_s:.1f} s starting, "
+        "importing PyTorch and drawing the plot"
     )
     print(f"Run directory: {result.path}")
     print(f"Plot: {plot}")
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'s' if number != 1 else ''}"
 
 
 def say(line: str) -> None:

@@ -8,9 +8,12 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from lockstep._core import flags
@@ -146,11 +149,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     started = time.monotonic()
     args = parse(argv)
+    prog = getattr(args, "command_parser", None)
     try:
-        return _run(args, started)
+        with plain_warnings(prog.prog if prog is not None else "lockstep"):
+            return _run(args, started)
     except KeyboardInterrupt:
         # The run said where it stopped and how to continue; a traceback would add nothing.
         return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def plain_warnings(prog: str) -> Iterator[None]:
+    """Show lockstep's own warnings as one line, ``lockstep demo: warning: ...``: Python's
+    format names the line that issued it, which for a command is the ``lockstep`` script's
+    ``sys.exit(main())``. Warnings of other libraries keep Python's format."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if _ours(filename):
+            print(f"{prog}: warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def _ours(filename: str) -> bool:
+    """Whether a warning was issued for lockstep's code: a module of the package, or the
+    command's script (lockstep's warnings name the first line outside the package)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.abspath(filename)
+    return path.startswith(package + os.sep) or path == os.path.abspath(sys.argv[0])
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
