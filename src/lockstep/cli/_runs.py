@@ -383,24 +383,31 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
 
 
 def _plot(run: Run, args: argparse.Namespace) -> int:
-    metrics = args.metrics or run.measures()
+    output = args.output or os.path.join(run.path, "metrics.png")
+    _save(plot_figure(run, args.metrics), output)
+    return 0
+
+
+def plot_figure(run: Run, metrics: Sequence[str] = ()) -> Any:
+    """The figure of ``runs plot``: one panel per metric (default: :meth:`Run.measures`)
+    against the training iteration."""
+    metrics = list(metrics) or run.measures()
     if not metrics:
         raise LookupError(f"run {run.name!r} reported no numeric metric")
-    output = args.output or os.path.join(run.path, "metrics.png")
+    missing = [metric for metric in metrics if not run.series(metric)[1]]
+    if missing:
+        raise LookupError(
+            f"run {run.name!r} has no metric {missing[0]!r}; it has {', '.join(run.metric_names())}"
+        )
     figure, axes = _figure(len(metrics))
     for ax, metric in zip(axes, metrics, strict=True):
         steps, values = run.series(metric)
-        if not values:
-            raise LookupError(
-                f"run {run.name!r} has no metric {metric!r}; it has {', '.join(run.metric_names())}"
-            )
         ax.plot(steps, values, marker="o", markersize=3)
         ax.set_title(metric)
         ax.set_xlabel("training_iteration")
         whole_numbers_on_x(ax, steps)
     figure.suptitle(run.name)
-    _save(figure, output)
-    return 0
+    return figure
 
 
 def _compare(runs: list[Run], args: argparse.Namespace, root: str) -> int:
