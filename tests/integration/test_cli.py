@@ -146,7 +146,7 @@ def test_demo_says_what_it_does_first_and_lockstep_warnings_are_one_plain_line(t
         err,
     ), err
     assert re.search(
-        r"^Time: \d+\.\d s for the whole command: \d+\.\d s the run on 2 workers \(fit\(\), "
+        r"^Time: \d+\.\d s since the command started: \d+\.\d s the run on 2 workers \(fit\(\), "
         r"as above\), \d+\.\d s starting, importing PyTorch and drawing the plot$",
         out,
         flags=re.M,

@@ -87,7 +87,7 @@ def _print_outcome(result: Any, args: Any, *, started: float, fit_s: float) -> N
     )
     total_s = time.monotonic() - started
     print(
-        f"Time: {total_s:.1f} s for the whole command: {fit_s:.1f} s the run on "
+        f"Time: {total_s:.1f} s since the command started: {fit_s:.1f} s the run on "
         f"{args.workers} workers (fit(), as above), {total_s - fit_s:.1f} s starting, "
         "importing PyTorch and drawing the plot"
     )
