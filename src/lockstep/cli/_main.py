@@ -147,7 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         Traceback (most recent call last):
         SystemExit: 2
     """
-    started = time.monotonic() - _process_age_s()
+    # As a program, the command started with the process; called with arguments (from
+    # Python), now.
+    started = time.monotonic() - (_process_age_s() if argv is None else 0.0)
     args = parse(argv)
     prog = getattr(args, "command_parser", None)
     try:
