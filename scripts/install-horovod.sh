@@ -71,7 +71,12 @@ if [ "$REBUILD" != 1 ] && [ ${#cached[@]} -gt 0 ]; then
 fi
 
 WORK="$(mktemp -d)"
-trap 'if [ -n "${REPORTER:-}" ]; then kill "$REPORTER" 2>/dev/null; fi; rm -rf "$WORK"' EXIT
+trap 'if [ -n "${REPORTER:-}" ]; then kill "$REPORTER" 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
+# Ctrl-C stops the script, even when the command it interrupted handled it and exited
+# quietly (python does): bash runs this once that command has ended, maybe inside the build,
+# whose output goes to its log: the word goes to the terminal's stderr, kept as fd 3.
+exec 3>&2
+trap 'say "interrupted; nothing was installed" >&3; exit 130' INT TERM
 say "[1/4] downloading the horovod $VERSION source"
 "$PYTHON" -m pip download -q --no-deps --no-binary :all: "horovod==$VERSION" -d "$WORK"
 tar xzf "$WORK/horovod-$VERSION.tar.gz" -C "$WORK"
@@ -93,7 +98,8 @@ percent() { grep -oE '\[ *[0-9]+%\]' "$1" 2>/dev/null | tail -n 1 | tr -d '[] ' 
 
 report_progress() {  # a line every 30 s saying how far the build logging to $1 is
     local ticks=0 done_so_far
-    while sleep 1; do
+    # Until the script ends, however it ends: a background job ignores Ctrl-C.
+    while kill -0 $$ 2>/dev/null && sleep 1; do
         ticks=$((ticks + 1))
         if [ $((ticks % 30)) = 0 ]; then
             done_so_far="$(percent "$1")"
@@ -106,7 +112,8 @@ REPORTER=""
 compile() {  # $1: 1 to build the TensorFlow ops too; $2: the log
     local what="Horovod's C++ ops for PyTorch" status=0
     if [ "$1" = 1 ]; then what="Horovod's C++ ops for PyTorch and TensorFlow"; fi
-    say "[3/4] compiling $what: about 12 min on 2 idle cores, 30 under load"
+    say "[3/4] compiling $what: 5 min on 2 free cores, longer when they are busy"
+    : >"$2"  # there to follow (tail -f) from the moment its path is shown
     say "      the compiler's output: $2"
     report_progress "$2" &
     REPORTER=$!
