@@ -23,6 +23,9 @@ from hypothesis import settings
 
 from lockstep.train import RunConfig
 
+# The hosts and schedulers of multi-node tests (tests/cluster).
+pytest_plugins = ["tests.cluster.fixtures"]
+
 SESSION_MARK = "LOCKSTEP_TEST_SESSION"
 _BASE = pytest.StashKey[Path]()
 # Property tests: 40 examples each in the full run; `--hypothesis-profile=fast` for the
@@ -174,6 +177,18 @@ def no_leaks() -> Iterator[None]:
 
 
 @pytest.fixture
+def fork_safe_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the fork server's own tests, which start servers of their own: a library that an
+    earlier test left running in this process (the AWS CRT of pyarrow's S3 filesystem, gRPC
+    from Ray) would make lockstep start workers fresh instead of forking a new server. These
+    tests' workers use none of them; ``tests/integration/test_fork_safety.py`` tests the
+    libraries, each in a fresh driver."""
+    from lockstep._internal.execution.worker_group.process import fork_safety
+
+    monkeypatch.setattr(fork_safety, "CHECKS", ())
+
+
+@pytest.fixture
 def run_config(tmp_path: Path) -> RunConfig:
     """A quiet run in this test's own directory."""
     return RunConfig(name="run", storage_path=str(tmp_path / "runs"), verbose=0)
@@ -192,11 +207,12 @@ def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[object]:
-    """A real Ray cluster for this test session: a head node with 4 CPUs."""
+def ray_cluster(hosts: Any) -> Iterator[Any]:
+    """A real Ray cluster for this test session: a head node with 4 CPUs on host node1
+    (tests/cluster), listening on node1's address and loopback only."""
     from tests.ray_cluster import LocalRayCluster
 
-    cluster = LocalRayCluster()
+    cluster = LocalRayCluster(hosts, head="node1")
     try:
         cluster.start_head(num_cpus=4)
         yield cluster
@@ -205,24 +221,27 @@ def ray_cluster() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def ray_connected(ray_cluster: object) -> Iterator[None]:
+def ray_connected(ray_cluster: Any) -> Iterator[None]:
     """This process joined to the test cluster, for one module only: while Ray is
-    initialised, every trainer that does not name an executor picks Ray."""
+    initialised, every trainer that does not name an executor picks Ray. A Ray driver runs
+    on a node of its cluster, so the test's thread is on the head's host meanwhile (what it
+    starts is there too)."""
     import ray
 
-    ray.init(address=ray_cluster.address, log_to_driver=False)  # type: ignore[attr-defined]
-    yield
-    ray.shutdown()
+    with ray_cluster.hosts.inside(ray_cluster.head):
+        ray.init(address=ray_cluster.address, log_to_driver=False)
+        yield
+        ray.shutdown()
 
 
 @pytest.fixture
-def second_node(ray_cluster: Any) -> Iterator[int]:
-    """A second node of the test cluster, labelled with its own resource ``second_node``;
-    killed again after the test."""
-    port = ray_cluster.add_node(num_cpus=2, resources={"second_node": 2})
+def second_node(ray_cluster: Any) -> Iterator[str]:
+    """A second node of the test cluster, on host node3, labelled with its own resource
+    ``second_node``; killed again after the test (every process on node3)."""
+    host = ray_cluster.add_node("node3", num_cpus=2, resources={"second_node": 2})
     ray_cluster.wait_for_nodes(2)
-    yield port
-    ray_cluster.kill_node(port)
+    yield host
+    ray_cluster.kill_node(host)
     ray_cluster.wait_for_nodes_dead(1)
 
 

@@ -5,9 +5,10 @@ scaling config (in the older actor form) and its preprocessor are searched like 
 hyperparameter, beside xgboost's own ``params``; the Tuner is built in the older form
 (``run_config={}``, ``name=``, ``callbacks=``) and given the datasets in ``fit()``.
 
-The material does not show its ``StopperCallback``. Here it interrupts the experiment once
-``fail_after_finished`` trials have finished, as a crash of the driver would, and the
-experiment named ``tuner_resume`` is then resumed with ``Tuner.restore``: the finished
+The material does not show its ``StopperCallback``; Ray's tests define it so: at the start
+of a step of the experiment's loop (``on_step_begin``) it raises once ``fail_after_finished``
+trials have finished, which interrupts ``Tuner.fit()`` as a crash of the driver would. The
+experiment named ``tuner_resume`` is then continued with ``Tuner.restore``: the finished
 trials are not run again.
 
 Install and run, from the repository's root:
@@ -31,21 +32,16 @@ from lockstep.data.preprocessors import Chain, Repartitioner, Scaler
 from lockstep.train.xgboost import XGBoostTrainer
 
 
-class Interrupted(RuntimeError):
-    """The experiment stopped as if its driver had crashed."""
-
-
 class StopperCallback(tune.Callback):
     """Interrupts the experiment once ``fail_after_finished`` trials have finished."""
 
     def __init__(self, fail_after_finished: int) -> None:
         self.fail_after_finished = int(fail_after_finished)
-        self.finished = 0
 
-    def on_trial_complete(self, iteration, trials, trial, **info):  # type: ignore[no-untyped-def]
-        self.finished += 1
-        if self.finished == self.fail_after_finished:
-            raise Interrupted(f"interrupted after {self.finished} finished trial(s)")
+    def on_step_begin(self, iteration, trials, **info):  # type: ignore[no-untyped-def]
+        finished = [t for t in trials if t.status == "TERMINATED"]
+        if len(finished) == self.fail_after_finished:
+            raise RuntimeError(f"Failing after {len(finished)} finished trial(s).")
 
 
 def main() -> None:
@@ -109,7 +105,7 @@ def main() -> None:
     )
     try:
         results = tuner.fit(datasets={"train_dataset": dataset})
-    except Interrupted as interrupted:
+    except RuntimeError as interrupted:
         # The experiment's state survived the interruption: continue it.
         storage = os.environ.get("LOCKSTEP_STORAGE_PATH", "~/lockstep_results")
         path = os.path.join(os.path.expanduser(storage), "tuner_resume")

@@ -1,7 +1,10 @@
-"""A real Ray cluster on this machine, started with `ray start` for the tests.
+"""A real Ray cluster for the tests, started with `ray start`, each node on a host of its own
+(tests/cluster: a network namespace, so the cluster listens on the hosts' addresses and
+loopback only, never on the machine's own interface).
 
-Its processes are found by the temp dir they share, so the tests stop exactly them (and
-never another Ray on the machine). A second node can be added, and killed mid-run.
+A node dies as a machine does: every process on its host is killed (raylet, log monitor,
+agents, workers), so nothing of it outlives the test. The cluster's processes are also
+found by the temp dir they share, so stop() ends exactly them.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import time
 
 import psutil
+
+from tests.cluster.hosts import Hosts
 
 # Fast failure detection: a killed node is declared dead in about a second.
 SYSTEM_CONFIG = {
@@ -32,8 +35,9 @@ def ray_env() -> dict[str, str]:
     return {**os.environ, "RAY_AUTH_MODE": "disabled"}
 
 
-def _ray() -> str:
-    return os.path.join(os.path.dirname(sys.executable), "ray")
+def _ray() -> list[str]:
+    """Ray's command line, run by this interpreter (a virtualenv may have no ``ray`` script)."""
+    return [sys.executable, "-m", "ray.scripts.scripts"]
 
 
 def free_port() -> int:
@@ -42,17 +46,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def node_ports() -> list[str]:
-    """Free ports for a node's agents: the defaults are fixed, and two nodes (or two
-    clusters) on one machine would fight over them."""
-    return [
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
-    ]
 
 
 CLUSTER_MARK = "LOCKSTEP_TEST_RAY_CLUSTER"
@@ -65,11 +58,13 @@ def started_temp_dirs() -> list[str]:
 
 
 class LocalRayCluster:
-    """A head node and, on demand, more nodes, all on this machine."""
+    """A head node on ``head`` and, on demand, more nodes on other hosts."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: Hosts, head: str = "node1") -> None:
         # short: Ray's unix socket paths under it must stay below 108 characters
         self.temp_dir = f"/tmp/lsray-{secrets.token_hex(3)}"
+        self.hosts = hosts
+        self.head = head
         self.address = ""
         _STARTED.append(self.temp_dir)
 
@@ -79,46 +74,50 @@ class LocalRayCluster:
         not name the temp dir (the Ray client server's does not)."""
         return {**ray_env(), CLUSTER_MARK: self.temp_dir}
 
-    def start_head(self, num_cpus: int = 4, dashboard_port: int | None = None) -> str:
-        """Start the head; with ``dashboard_port`` also Ray's dashboard (and job server)."""
-        port = free_port()
-        dashboard = (
-            [f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
-            if dashboard_port
-            else ["--include-dashboard=false"]
-        )
-        self._ray_start(
+    def free_port(self, host: str) -> int:
+        """A port free on ``host``."""
+        with self.hosts.inside(host):
+            return free_port()
+
+    def node_ports(self, host: str) -> list[str]:
+        """Free ports on ``host`` for a node's agents: Ray's defaults are fixed, and two
+        nodes on one host (of two clusters) would fight over them."""
+        names = ("dashboard-agent-listen", "dashboard-agent-grpc", "runtime-env-agent")
+        return [f"--{name}-port={self.free_port(host)}" for name in (*names, "metrics-export")]
+
+    def start_head(self, num_cpus: int = 4) -> str:
+        """Start the head; return its address (``ray.init`` it from the head's host)."""
+        port = self.free_port(self.head)
+        self.ray_start(
+            self.head,
             "--head",
             f"--port={port}",
-            f"--ray-client-server-port={free_port()}",  # not 10001: clusters would fight
+            f"--ray-client-server-port={self.free_port(self.head)}",
             f"--num-cpus={num_cpus}",
-            *dashboard,
+            "--include-dashboard=false",
             "--disable-usage-stats",
             f"--system-config={json.dumps(SYSTEM_CONFIG)}",
         )
-        self.address = f"127.0.0.1:{port}"
+        self.address = f"{self.hosts.address(self.head)}:{port}"
         return self.address
 
-    def add_node(self, num_cpus: int, resources: dict[str, float]) -> int:
-        """Start another node; return the port its raylet listens on (its name here)."""
-        port = free_port()
-        self._ray_start(
+    def add_node(self, host: str, num_cpus: int, resources: dict[str, float]) -> str:
+        """Start a node on ``host``; return the host (the node's name here)."""
+        assert host != self.head, "the head's host is the head's"
+        self.ray_start(
+            host,
             f"--address={self.address}",
             f"--num-cpus={num_cpus}",
             f"--resources={json.dumps(resources)}",
-            f"--node-manager-port={port}",
             "--disable-usage-stats",
         )
-        return port
+        return host
 
-    def kill_node(self, node_manager_port: int) -> None:
-        """Kill the node's raylet, as when a machine dies."""
-        for proc in self._processes():
-            try:
-                if f"--node_manager_port={node_manager_port}" in " ".join(proc.cmdline()):
-                    proc.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:  # gone, or a zombie not yet reaped by its parent
-                continue
+    def kill_node(self, host: str) -> None:
+        """Kill every process on ``host``, as when the machine dies (a host that runs a
+        node of this cluster runs nothing else)."""
+        assert host != self.head, "the tests never kill the head's host"
+        self.hosts.kill(host)
 
     def stop(self) -> None:
         for proc in self._processes():
@@ -129,27 +128,29 @@ class LocalRayCluster:
         psutil.wait_procs(self._processes(), timeout=10)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def _ray_start(self, *args: str) -> None:
-        subprocess.run(
-            [_ray(), "start", f"--temp-dir={self.temp_dir}", *args],
+    def ray_start(self, host: str, *args: str) -> None:
+        """``ray start ARGS`` on ``host``, with this cluster's temp dir and address."""
+        where = [f"--temp-dir={self.temp_dir}", f"--node-ip-address={self.hosts.address(host)}"]
+        self.hosts.run(
+            host,
+            [*_ray(), "start", *where, *args],
             env=self.env(),
-            check=True,
-            capture_output=True,
-            text=True,
             timeout=120,
         )
 
     def _processes(self) -> list[psutil.Process]:
-        found = []
+        """The cluster's processes, and their children: a raylet's agents rename themselves
+        (``ray::DashboardAgent``), which overwrites their command line and environment."""
+        found = set()
         for proc in psutil.process_iter(["cmdline"]):
             try:
                 if any(self.temp_dir in part for part in proc.info["cmdline"] or ()) or (
                     proc.environ().get(CLUSTER_MARK) == self.temp_dir
                 ):
-                    found.append(proc)
+                    found |= {proc, *proc.children(recursive=True)}
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-        return found
+        return list(found)
 
     def wait_for_nodes(self, count: int, timeout: float = 60) -> None:
         import ray

@@ -26,6 +26,8 @@ def test_ci_runs_the_readme_test_command():
     test_command = next(c for c in bash_commands() if "pytest" in c)
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+    # the one command installs what the multi-node tests run on, before the tests
+    assert test_command.index("bash scripts/install-schedulers.sh") < test_command.index("pytest")
 
 
 def test_extras_give_ranges_and_fresh_machine_commands_name_the_installed_torch():
@@ -91,6 +93,13 @@ EXAMPLES = {
 }
 
 
+# What an example must print, where its run proves more than its exit status.
+PRINTS = {
+    # the material's StopperCallback interrupts fit() from on_step_begin; restore finishes
+    "tune_xgboost_breast_cancer.py": "Failing after 1 finished trial(s).; restoring",
+}
+
+
 def test_every_example_is_run_by_a_test():
     assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXAMPLES)
 
@@ -129,6 +138,7 @@ def test_example_runs_as_its_header_says_into_the_default_storage(name, tmp_path
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "LOCKSTEP_STORAGE_PATH": str(results)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert PRINTS.get(name, "") in done.stdout
     runs = sorted(p for p in results.iterdir() if p.is_dir())
     assert runs, "the example wrote no run into the default storage place"
     assert f"[lockstep] run directory: {runs[-1]}" in done.stderr

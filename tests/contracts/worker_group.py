@@ -41,6 +41,19 @@ def train_func():
     helper(3)
 """
 
+DATA_SCRIPT = """\
+from lockstep import train
+
+
+def to_dict(row):
+    raise ValueError(f"bad row {row['id']}")
+
+
+def train_func():
+    for _ in train.get_dataset_shard("train").iter_rows():
+        pass
+"""
+
 
 def on_disk(result):
     return sorted(n for n in os.listdir(result.path) if n.startswith("checkpoint_"))
@@ -168,9 +181,11 @@ class WorkerGroupContract:
                     train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
 
         result = self.fit(train_func, scaling_config, run_config)
+        ranks = []
         for checkpoint, _ in result.best_checkpoints:
             with open(os.path.join(checkpoint.path, "state.json")) as f:
-                assert json.load(f)["rank"] == 0
+                ranks.append(json.load(f)["rank"])
+        assert ranks == [0] * 5  # every step's checkpoint, each with rank 0's file
 
     def test_every_rank_sees_each_committed_checkpoint(self, scaling_config, run_config):
         def train_func():
@@ -256,6 +271,21 @@ class WorkerGroupContract:
             assert f'File "{script}", line 5, in helper' in text
             assert 'raise ValueError(f"bad batch {step}")' in text
             assert f'File "{script}", line 10, in train_func' in text
+        assert "<dynamic-code>" not in str(info.value)
+
+    def test_a_dataset_transforms_traceback_names_the_scripts_file(
+        self, scaling_config, run_config, tmp_path
+    ):
+        import lockstep.data as ld
+
+        script = tmp_path / "data_script.py"
+        script.write_text(DATA_SCRIPT)
+        names = runpy.run_path(str(script), run_name="__main__")
+        datasets = {"train": ld.range(4).map(names["to_dict"])}
+
+        with pytest.raises(TrainingFailedError) as info:
+            self.fit(names["train_func"], scaling_config, run_config, datasets=datasets)
+        assert f'File "{script}", line 5, in to_dict' in str(info.value)
         assert "<dynamic-code>" not in str(info.value)
 
     def test_report_misuse_is_not_retried(self, scaling_config, run_config):

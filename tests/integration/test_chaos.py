@@ -18,7 +18,7 @@ EPOCHS = 10
 
 
 @pytest.fixture
-def torch_fork_server():
+def torch_fork_server(fork_safe_driver):
     """A fork server forked after torch was imported, so that every restarted worker has
     torch at once, as in a script that imports it first (a server forked earlier in the
     session, before any test imported torch, would make each worker import it)."""

@@ -14,6 +14,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from lockstep import train
+from lockstep.testing import fit_all_ranks
 from lockstep.train import (
     Checkpoint,
     CheckpointConfig,
@@ -278,11 +279,10 @@ def test_get_all_reported_checkpoints_when_one_rank_attaches_files(run_config):
             train.report(metrics={}, checkpoint=None)
         return len(train.get_all_reported_checkpoints())
 
-    result = DataParallelTrainer(
+    trainer = DataParallelTrainer(
         train_func, scaling_config=ScalingConfig(num_workers=2), run_config=run_config
-    )._controller()
-    result.run()
-    assert result.return_values() == [1, 2]
+    )
+    assert fit_all_ranks(trainer) == [1, 2]
 
 
 def test_a_step_mixing_sync_and_async_ranks_commits_every_rank_s_files(run_config):

@@ -97,6 +97,43 @@ def test_doctor_shows_versions_and_backends_with_their_fix():
             assert not backends[i + 1].strip().startswith("fix: nvidia-smi"), line
 
 
+FAKE_NVIDIA_SMI = """#!/bin/sh
+case "$*" in
+  *--query-gpu=index,name,memory.total,driver_version*)
+    echo "0, NVIDIA H100 80GB HBM3, 81559, 580.65.06"
+    echo "1, NVIDIA H100 80GB HBM3, 81559, 580.65.06" ;;
+  *--query-gpu=index*) echo 0; echo 1 ;;
+  *) exit 9 ;;
+esac
+"""
+
+
+def test_doctor_lists_the_gpus_nvidia_smi_shows(tmp_path):
+    # nvidia-smi's output as it prints it, from a stand-in on PATH: this checks the parsing
+    # only (tests/integration/test_gpu.py runs doctor against a real GPU)
+    (tmp_path / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": ""}
+    done = lockstep("doctor", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    gpus = lines[lines.index("GPUs:") + 1 : lines.index("backends:") - 1]
+    assert gpus[:2] == [
+        "  0  NVIDIA H100 80GB HBM3, 81559 MiB, driver 580.65.06",
+        "  1  NVIDIA H100 80GB HBM3, 81559 MiB, driver 580.65.06",
+    ]
+    import torch
+
+    if torch.version.cuda is None:
+        assert gpus[2:] == [
+            "  torch's CUDA none (a CPU build of torch), NCCL none (this torch build has no NCCL)"
+        ]
+        # GPUs are there, this torch cannot use them: the NCCL backend says so
+        assert "  NCCL        not usable: this torch build has no CUDA" in lines
+    else:  # a CUDA build (the GPU machine's)
+        assert gpus[2].startswith(f"  torch's CUDA {torch.version.cuda}, NCCL 2.")
+
+
 def test_demo_is_seeded_writes_to_the_storage_variable_and_plots(tmp_path):
     env = {"LOCKSTEP_STORAGE_PATH": str(tmp_path)}
     curves = []

@@ -6,11 +6,15 @@ import socket
 import tempfile
 
 import numpy as np
+import pytest
 
 from lockstep import train
 from lockstep._internal.execution.worker_group.process import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from tests.helpers import EveryRank
+
+# These tests start fork servers of their own (see the fixture).
+pytestmark = pytest.mark.usefixtures("fork_safe_driver")
 
 
 def random_draws():
@@ -64,12 +68,20 @@ def test_the_server_releases_the_drivers_sockets():
     assert not server.alive()
 
 
-def test_several_threads_only_from_a_server_forked_without_native_threads(monkeypatch):
+def test_several_threads_only_from_a_server_forked_without_native_threads(monkeypatch, caplog):
+    monkeypatch.setattr(forkserver, "_said", set())
     assert forkserver.get(num_threads=1) is not None
     server = forkserver.get(num_threads=1)
     monkeypatch.setattr(server, "threads_ok", False)
     assert forkserver.get(num_threads=4) is None
+    assert forkserver.get(num_threads=2) is None
     assert forkserver.get(num_threads=1) is server
+    said = [r.getMessage() for r in caplog.records if "fresh processes" in r.getMessage()]
+    assert said == [
+        "lockstep: workers of several threads start as fresh processes, not forks: an OpenMP "
+        "pool ran in this process when the fork server was forked (a forked worker would hang "
+        "in its first parallel region)"
+    ]
 
 
 def test_native_threads_are_detected():

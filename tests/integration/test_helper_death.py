@@ -23,6 +23,10 @@ from lockstep.train import (
 STEPS = 6
 
 
+# These tests start fork servers of their own (see the fixture).
+pytestmark = pytest.mark.usefixtures("fork_safe_driver")
+
+
 def counting():
     start = 0
     if checkpoint := train.get_checkpoint():

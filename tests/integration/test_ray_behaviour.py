@@ -143,22 +143,62 @@ def test_result_from_a_path_without_a_run_is_a_runtime_error(tmp_path):
         Result.from_path(str(tmp_path))
 
 
-def test_torch_init_methods_in_torch_spelling_run(run_config):
+def _joined_process_group():
+    """What a worker sees of how its process group was joined: the init method torch
+    recorded, the MASTER_ variables, and a key every rank wrote to the store at the init
+    method's address (read back through a client of its own) after an all-reduce."""
+    import datetime
+    from urllib.parse import urlparse
+
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor([train.get_context().get_world_rank() + 1.0])
+    dist.all_reduce(total)
+    url = dist.distributed_c10d._default_pg_init_method  # the init method torch was given
+    if url == "env://":
+        address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    else:
+        address, port = urlparse(url).hostname, urlparse(url).port
+    rank = train.get_context().get_world_rank()
+    store = dist.TCPStore(address, port, is_master=False, timeout=datetime.timedelta(seconds=30))
+    store.set(f"seen-{rank}", "yes")
+    train.collective.barrier()
+    mine = {
+        "url": url,
+        "master": (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")),
+        "store": (address, port),
+        "sum": total.item(),
+        "seen": [store.get(f"seen-{r}").decode() for r in range(dist.get_world_size())],
+    }
+    every_rank = [None] * dist.get_world_size()
+    dist.all_gather_object(every_rank, mine)
+    return every_rank
+
+
+@pytest.mark.parametrize("init_method", ["env", "env://", "tcp", "tcp://"])
+def test_torch_init_method_is_how_the_process_group_is_joined(run_config, init_method):
     from lockstep.train.torch import TorchConfig, TorchTrainer
 
-    def train_func():
-        import torch.distributed as dist
-
-        return dist.get_world_size()
-
-    for init_method in ("env://", "tcp://"):
-        result = TorchTrainer(
-            train_func,
-            torch_config=TorchConfig(init_method=init_method),
-            scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(storage_path=run_config.storage_path, verbose=0),
-        ).fit()
-        assert result.return_value == 2
+    result = TorchTrainer(
+        _joined_process_group,
+        torch_config=TorchConfig(init_method=init_method),
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config,
+    ).fit()
+    assert len(result.return_value) == 2
+    for seen in result.return_value:
+        assert seen["sum"] == 3.0 and seen["seen"] == ["yes", "yes"]
+        address, port = seen["store"]
+        assert address == "127.0.0.1"  # rank 0's store, on its node address only
+        if init_method.startswith("env"):
+            # as torchrun and Ray: every worker has them, and torch joined through them
+            assert seen["url"] == "env://"
+            assert seen["master"] == ("127.0.0.1", str(port))
+        else:
+            # as Ray: tcp://ADDRESS:PORT, the MASTER_ variables left unset
+            assert seen["url"] == f"tcp://127.0.0.1:{port}"
+            assert seen["master"] == (None, None)
 
 
 @pytest.mark.parametrize(

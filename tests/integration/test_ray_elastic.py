@@ -1,5 +1,5 @@
-"""An elastic run on a Ray cluster of two worker nodes: a node dies and the run goes on
-with fewer workers; a node joins and the run grows again."""
+"""An elastic run on a Ray cluster of two worker nodes, each on a host of its own: a node
+dies and the run goes on with fewer workers; a node joins and the run grows again."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
 
     from lockstep import data
 
-    nodes = [ray_cluster.add_node(num_cpus=1, resources=SLOT) for _ in range(2)]
+    nodes = [ray_cluster.add_node(host, num_cpus=1, resources=SLOT) for host in ("node3", "node4")]
     ray_cluster.wait_for_nodes(3)
     events = NodeEvents()
 
@@ -71,7 +71,7 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
         events.wait_for(2)
         ray_cluster.kill_node(nodes.pop())  # a machine dies
         events.wait_for(1)
-        nodes.append(ray_cluster.add_node(num_cpus=1, resources=SLOT))  # one joins
+        nodes.append(ray_cluster.add_node("node4", num_cpus=1, resources=SLOT))  # one joins
 
     try:
         with running_alongside(change_the_cluster, stop=events.end):
@@ -94,8 +94,8 @@ def test_a_lost_node_shrinks_the_run_and_a_new_one_grows_it(ray_cluster, run_con
                 ),
             ).fit()
     finally:
-        for port in nodes:
-            ray_cluster.kill_node(port)
+        for host in nodes:
+            ray_cluster.kill_node(host)
         ray_cluster.wait_for_nodes_dead(1)
     assert result.metrics["sizes"] == [2, 1, 2]
     epochs = result.metrics_dataframe["epoch"].tolist()

@@ -1,5 +1,5 @@
-"""The README's Ray commands, run for real: start a head, join a node, run the demo on the
-cluster, and submit it as a Ray job.
+"""The README's Ray commands, run for real on two hosts (tests/cluster): start a head on
+node1, join node2 to it, run the demo on the cluster from node1, and submit it as a Ray job.
 
 The commands are taken from the README; only the head's address, the ports and the storage
 path are filled in, and a private temp dir is added so that exactly this cluster is stopped.
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 
-from tests.ray_cluster import LocalRayCluster, free_port, node_ports
+from tests.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 
@@ -55,53 +54,50 @@ while not _internal_kv_get(key, namespace=KV_NAMESPACE_DASHBOARD):
 
 
 @pytest.mark.timeout(600)
-def test_readme_ray_commands(tmp_path):
-    cluster = LocalRayCluster()
-    port, dashboard = free_port(), free_port()
+def test_readme_ray_commands(hosts, tmp_path):
+    cluster = LocalRayCluster(hosts, head="node1")
+    head_ip = hosts.address("node1")
+    port, dashboard = cluster.free_port("node1"), cluster.free_port("node1")
 
     def fill(command: str) -> str:
         return (
-            command.replace("HEAD_IP:6379", f"127.0.0.1:{port}")
+            command.replace("HEAD_IP:6379", f"{head_ip}:{port}")
             .replace("--port=6379", f"--port={port}")
+            # the dashboard listens on the head's loopback (Ray's default): submit from there
             .replace("HEAD_IP:8265", f"127.0.0.1:{dashboard}")
             .replace("/mnt/shared/runs", str(tmp_path / "runs"))
         )
 
-    def run(command: str, extra: str = "") -> str:
-        done = subprocess.run(
-            ["bash", "-c", fill(command) + extra],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=cluster.env(),
+    def run(host: str, command: str, extra: str = "") -> str:
+        done = hosts.run(
+            host, ["bash", "-c", fill(command) + extra], timeout=600, env=cluster.env()
         )
-        assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
 
     head, join, demo, submit = ray_commands()
 
-    def private() -> str:
-        return f" --temp-dir={cluster.temp_dir} " + " ".join(node_ports())
+    def private(host: str) -> str:
+        return f" --temp-dir={cluster.temp_dir} " + " ".join(cluster.node_ports(host))
 
     try:
         run(
+            "node1",
             head,
-            private()
+            private("node1")
             + f" --num-cpus=2 --dashboard-port={dashboard} --disable-usage-stats"
-            + f" --ray-client-server-port={free_port()}",
+            + f" --ray-client-server-port={cluster.free_port('node1')}",
         )
-        run(join, private() + " --num-cpus=2 --disable-usage-stats")
-        out = run(demo, " --epochs 2 --limit 200 --name on-ray")
+        run("node2", join, private("node2") + " --num-cpus=2 --disable-usage-stats")
+        out = run("node1", demo, " --epochs 2 --limit 200 --name on-ray")
         assert "Validation accuracy:" in out
         assert (tmp_path / "runs" / "on-ray" / "training_curves.png").exists()
-        subprocess.run(
-            [sys.executable, "-c", WAIT_FOR_JOB_AGENT, f"127.0.0.1:{port}"],
-            check=True,
-            capture_output=True,
+        hosts.run(
+            "node1",
+            [sys.executable, "-c", WAIT_FOR_JOB_AGENT, f"{head_ip}:{port}"],
             timeout=180,
             env=cluster.env(),
         )
-        out = run(submit, " --epochs 1 --limit 100 --name as-job")
+        out = run("node1", submit, " --epochs 1 --limit 100 --name as-job")
         assert "Validation accuracy:" in out and "succeeded" in out
         assert (tmp_path / "runs" / "as-job" / "run_state.json").exists()
     finally:

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lockstep import train
-from lockstep.train import ScalingConfig, Trainer, TrainingFailedError
+from lockstep.train import Trainer, TrainingFailedError
 from lockstep.train.torch import (
     TorchConfig,
     TorchTrainer,
@@ -291,33 +291,6 @@ def test_demo_end_to_end_at_a_tiny_size(tmp_path):
     assert png.startswith(b"\x89PNG")
     checkpoints = sorted(p.name for p in run_dir.iterdir() if p.name.startswith("checkpoint_"))
     assert checkpoints == ["checkpoint_000000", "checkpoint_000001"]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_nccl_on_gpus(run_config):
-    def on_gpu():
-        import torch.distributed as dist
-
-        from lockstep.train.torch import get_device
-
-        tensor = torch.ones(1, device=get_device())
-        dist.all_reduce(tensor)
-        return [
-            dist.get_backend(),
-            str(get_device()),
-            tensor.item(),
-            os.environ["CUDA_VISIBLE_DEVICES"],
-        ]
-
-    count = torch.cuda.device_count()
-    share = {"GPU": 0.5} if count < 2 else None
-    result = TorchTrainer(
-        on_gpu,
-        scaling_config=ScalingConfig(num_workers=2, use_gpu=True, resources_per_worker=share),
-        run_config=run_config,
-    ).fit()
-    assert result.return_value[:3] == ["nccl", "cuda:0", 2.0]
 
 
 def test_the_demo_module_runs_in_process_and_plots_one_epoch_on_sane_axes(tmp_path):

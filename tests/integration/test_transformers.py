@@ -9,26 +9,9 @@ import pytest
 from lockstep import train
 from lockstep.train import RunConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer
+from tests.helpers import tiny_bert
 
 pytestmark = pytest.mark.slow
-
-
-def tiny_bert():
-    """A one-layer BERT classifier over a vocabulary of 32, the same weights every time."""
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=32,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        num_labels=2,
-    )
-    return transformers.BertForSequenceClassification(config)
 
 
 def train_func(config):

@@ -12,7 +12,7 @@ import xgboost
 
 import lockstep.data as ld
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import gpus
+from lockstep._core import accelerators
 from lockstep.data.preprocessors import BatchMapper, Chain, Repartitioner, Scaler, StandardScaler
 from lockstep.testing import fit_all_ranks
 from lockstep.train import (
@@ -217,9 +217,9 @@ def test_restore_recreates_the_classic_trainer(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not gpus.visible_gpus(), reason="needs a CUDA device")
+@pytest.mark.skipif(not accelerators.visible_gpus(), reason="needs a CUDA device")
 def test_cuda_device_on_gpu_workers(tmp_path):
-    count = min(2, len(gpus.visible_gpus()))
+    count = min(2, len(accelerators.visible_gpus()))
     result = classic(
         tmp_path,
         num_boost_round=5,

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "lockstep.cli",
     "lockstep.data",
     "lockstep.data.aggregate",
+    "lockstep.data.constants",
     "lockstep.data.context",
     "lockstep.data.datasource",
     "lockstep.data.expressions",

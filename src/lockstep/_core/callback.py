@@ -1,13 +1,31 @@
-"""Callbacks a user hands to ``RunConfig(callbacks=[...])``; they run in the driver."""
+"""Callbacks a user hands to ``RunConfig(callbacks=[...])``; they run in the driver.
+
+Two interfaces, Ray's: Train's :class:`UserCallback` and Tune's :class:`Callback`. Both are
+served by the one protocol of ``run_events``: :class:`UserCallbackListener` and
+:class:`TrialCallbackListener` turn a run's events into their hooks.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from lockstep._core.run_events import (
+    AttemptFailed,
+    RunEnded,
+    RunEvent,
+    RunStarted,
+    StepBegin,
+    StepEnd,
+    StepRecorded,
+    tune_result,
+)
 
 if TYPE_CHECKING:
     from lockstep._core.checkpoint import Checkpoint
     from lockstep._core.errors import WorkerFailure
+    from lockstep._core.result import Result
 
 
 class UserCallback:
@@ -39,6 +57,14 @@ class UserCallback:
         self, run_context: RunContext, worker_exceptions: dict[int, WorkerFailure]
     ) -> None:
         """Called after the workers failed, before a restart or before the run raises."""
+
+    def before_run(self, run_context: RunContext) -> None:
+        """Called once when the run starts, before its first workers start."""
+
+    def after_run(self, run_context: RunContext, result: Result) -> None:
+        """Called once when the run ended, finished or failed (``result.error`` is set
+        then, after :meth:`after_exception`); also after a stop (Ctrl-C), which can be
+        continued."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -110,6 +136,13 @@ class Callback:
     def setup(self, **info: Any) -> None:
         """Called once before the first trial starts (``stop``, ``num_samples`` in info)."""
 
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        """Called at the start of each step of the experiment's loop; an exception raised
+        here ends ``Tuner.fit()`` (the experiment can be continued with ``restore``)."""
+
+    def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        """Called at the end of each step of the experiment's loop."""
+
     def on_trial_start(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
@@ -145,5 +178,122 @@ class Callback:
     ) -> None:
         """Called when a trial ends with an error (``trial.error``)."""
 
+    def on_trial_recover(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Called when a trial failed and is restarted from its latest checkpoint."""
+
+    def on_trial_restore(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Called when a trial is restored from a checkpoint (a PBT exploit, say)."""
+
+    def on_trial_save(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        """Called after a trial saved a checkpoint (before ``on_checkpoint``)."""
+
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         """Called once after every trial ended."""
+
+
+class UserCallbackListener:
+    """Calls Train's :class:`UserCallback` hooks as a run's events come."""
+
+    events = (RunStarted, StepRecorded, AttemptFailed, RunEnded)
+
+    def __init__(self, callbacks: Sequence[UserCallback]) -> None:
+        self._callbacks = list(callbacks)
+
+    def on_event(self, event: RunEvent) -> None:
+        run = event.run
+        for callback in self._callbacks:
+            if isinstance(event, StepRecorded):
+                metrics = [dict(m) for m in event.worker_metrics]
+                callback.after_report(run, metrics, event.checkpoint)
+            elif isinstance(event, RunStarted):
+                callback.before_run(run)
+            elif isinstance(event, AttemptFailed):
+                callback.after_exception(run, dict(event.failures))
+            elif isinstance(event, RunEnded) and event.result is not None:
+                callback.after_run(run, event.result)
+
+
+class TrialCallbackListener:
+    """Calls Tune's :class:`Callback` hooks for a run that is the experiment's only trial
+    (a Train run given Tune's callbacks, the loggers say), as Tune calls them for each of
+    its trials."""
+
+    events = (RunStarted, StepBegin, StepEnd, StepRecorded, AttemptFailed, RunEnded)
+
+    def __init__(self, callbacks: Sequence[Callback], trial: Trial) -> None:
+        self._callbacks = list(callbacks)
+        self.trial = trial
+        self._iteration = 0
+
+    def on_event(self, event: RunEvent) -> None:
+        trials = [self.trial]
+        if isinstance(event, StepRecorded):
+            self._result(event, trials)
+        elif isinstance(event, StepBegin | StepEnd):
+            hook = "on_step_begin" if isinstance(event, StepBegin) else "on_step_end"
+            for callback in self._callbacks:
+                getattr(callback, hook)(self._iteration, trials)
+        elif isinstance(event, RunStarted):
+            self._iteration = event.iteration
+            for callback in self._callbacks:
+                callback.setup(stop=None, num_samples=1, total_num_samples=1)
+            self.trial.status = "RUNNING"
+            for callback in self._callbacks:
+                callback.on_trial_start(self._iteration, trials, self.trial)
+        elif isinstance(event, AttemptFailed) and event.restarting:
+            for callback in self._callbacks:
+                callback.on_trial_recover(self._iteration, trials, self.trial)
+        elif isinstance(event, RunEnded):
+            self._ended(event, trials)
+
+    def _result(self, event: StepRecorded, trials: list[Trial]) -> None:
+        result = tune_result(
+            event.row, event.clock, trial_id=self.trial.trial_id, config=self.trial.config
+        )
+        self.trial.last_result = result
+        self._iteration = event.iteration
+        metrics = [dict(m) for m in event.worker_metrics]
+        for callback in self._callbacks:
+            callback.on_trial_result(
+                self._iteration, trials, self.trial, result, worker_results=metrics
+            )
+        if event.checkpoint is not None:
+            for callback in self._callbacks:
+                callback.on_trial_save(self._iteration, trials, self.trial)
+            for callback in self._callbacks:
+                callback.on_checkpoint(self._iteration, trials, self.trial, event.checkpoint)
+
+    def _ended(self, event: RunEnded, trials: list[Trial]) -> None:
+        error = event.error
+        self.trial.error = error
+        self.trial.status = "TERMINATED" if error is None else "ERROR"
+        for callback in self._callbacks:
+            if error is None:
+                callback.on_trial_complete(self._iteration, trials, self.trial)
+            else:
+                callback.on_trial_error(self._iteration, trials, self.trial)
+        for callback in self._callbacks:
+            callback.on_experiment_end(trials)
+
+
+def listeners_for(
+    callbacks: Sequence[UserCallback | Callback],
+    name: str,
+    path: str,
+    config: dict[str, Any] | None = None,
+) -> list[UserCallbackListener | TrialCallbackListener]:
+    """The listeners that serve a run's callbacks: Train's, and Tune's with the run as the
+    experiment's only trial (``name`` its id, ``config`` its ``train_loop_config``)."""
+    listeners: list[UserCallbackListener | TrialCallbackListener] = []
+    users = [c for c in callbacks if isinstance(c, UserCallback)]
+    if users:
+        listeners.append(UserCallbackListener(users))
+    tune = [c for c in callbacks if isinstance(c, Callback)]
+    if tune:
+        trial = Trial(trial_id=name, config=dict(config or {}), path=path, results_logged=True)
+        listeners.append(TrialCallbackListener(tune, trial))
+    return listeners

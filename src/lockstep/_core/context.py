@@ -43,6 +43,10 @@ class TrainContext:
     run_path: str = ""
     node_ip: str = "127.0.0.1"
     metadata: dict[str, Any] = field(default_factory=dict)
+    # A Tune trial's identity; empty in a run that is no trial.
+    trial_id: str = ""
+    trial_name: str = ""
+    trial_resources: dict[str, float] | None = None
     # Set by the worker's session; a context outside a worker has no datasets.
     dataset_shards: Callable[[str | None], Any] | None = field(
         default=None, repr=False, compare=False
@@ -86,8 +90,23 @@ class TrainContext:
         return self.experiment_name
 
     def get_trial_name(self) -> str:
-        """The run's name (Ray Train's older name for it)."""
-        return self.experiment_name
+        """The Tune trial's name; in a run that is no trial, the run's name (Ray Train's
+        older name for it)."""
+        return self.trial_name or self.experiment_name
+
+    def get_trial_id(self) -> str:
+        """The Tune trial's id, unique in the experiment; empty in a run that is no trial.
+
+        Example:
+            >>> TrainContext.single_worker(experiment_name="exp", trial_id="a_00001",
+            ...                            trial_name="objective_a_00001").get_trial_id()
+            'a_00001'
+        """
+        return self.trial_id
+
+    def get_trial_resources(self) -> dict[str, float]:
+        """The CPUs and GPUs the Tune trial was given; empty in a run that is no trial."""
+        return dict(self.trial_resources or {})
 
     def get_trial_dir(self) -> str:
         """The run directory, as a path or URL."""

@@ -84,10 +84,10 @@ def check_nccl() -> BackendCheck:
     import torch
     import torch.distributed as dist
 
-    from lockstep._internal.execution.worker_group.process import gpus
+    from lockstep._core import accelerators
 
     cuda_wheel = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
-    if not gpus.visible_gpus():
+    if not accelerators.visible_gpus():
         return BackendCheck(
             "NCCL",
             False,
@@ -157,6 +157,42 @@ CHECKS: tuple[Callable[[], BackendCheck], ...] = (
 )
 
 
+def gpu_lines() -> list[str]:
+    """This machine's GPUs as ``nvidia-smi`` lists them (name, memory, driver), and the
+    CUDA and NCCL versions of the installed torch."""
+    from lockstep._core import accelerators
+
+    rows = accelerators.nvidia_smi("index", "name", "memory.total", "driver_version")
+    if not rows:
+        return ["GPUs: none (no NVIDIA driver: nvidia-smi is missing or lists no GPU)"]
+    lines = ["GPUs:"]
+    for index, name, memory, driver in rows:
+        lines.append(f"  {index:<3}{name}, {memory} MiB, driver {driver}")
+    lines.append(f"  torch's CUDA {_torch_cuda()}, NCCL {_nccl_version()}")
+    return lines
+
+
+def _torch_cuda() -> str:
+    if importlib.util.find_spec("torch") is None:
+        return "none (torch is not installed)"
+    import torch
+
+    return torch.version.cuda or "none (a CPU build of torch)"
+
+
+def _nccl_version() -> str:
+    """NCCL's version as torch's build has it; asking does not initialise CUDA."""
+    if importlib.util.find_spec("torch") is None:
+        return "none (torch is not installed)"
+    import torch
+
+    try:
+        found = torch.cuda.nccl.version()  # type: ignore[no-untyped-call]
+    except (AttributeError, RuntimeError):
+        return "none (this torch build has no NCCL)"
+    return ".".join(str(part) for part in found) if isinstance(found, tuple) else str(found)
+
+
 def _safe(check: Callable[[], BackendCheck]) -> BackendCheck:
     """A check that fails is a finding, not a crash of the doctor."""
     name = check.__name__.removeprefix("check_")
@@ -177,7 +213,7 @@ def report() -> list[str]:
     ]
     for shown, distribution in PACKAGES:
         lines.append(f"  {shown:<14}{installed_version(distribution) or 'not installed'}")
-    lines += ["", "backends:"]
+    lines += ["", *gpu_lines(), "", "backends:"]
     for check in CHECKS:
         result = _safe(check)
         if result.usable:

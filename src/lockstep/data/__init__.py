@@ -16,6 +16,7 @@ from lockstep.data import aggregate, context, datasource, expressions, preproces
 from lockstep.data._compute import ActorPoolStrategy, TaskPoolStrategy
 from lockstep.data._context import DataContext, ExecutionOptions, ExecutionResources
 from lockstep.data._dataset import Dataset
+from lockstep.data._file_order import FileShuffleConfig
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterator import DataIterator
 from lockstep.data._pipeline import DatasetPipeline
@@ -48,6 +49,7 @@ __all__ = [
     "DatasetPipeline",
     "ExecutionOptions",
     "ExecutionResources",
+    "FileShuffleConfig",
     "GroupedData",
     "SaveMode",
     "Schema",

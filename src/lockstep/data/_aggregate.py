@@ -1,10 +1,10 @@
 """Aggregations: count, sum, min, max, mean, std, over a whole dataset or per group.
 
-Over a whole dataset they stream: each block gives a partial state computed with
-``pyarrow.compute``, states merge (Chan's formula for the variance), and the final value
-comes out. Per group, the needed columns are gathered and ``pyarrow.Table.group_by`` does it.
-As in Ray, nulls are skipped unless ``ignore_nulls=False``, and an empty or all-null input
-gives None.
+Over a whole dataset they stream: each block gives a partial state (exact sums for
+``sum``, ``mean`` and ``std``, so the result does not depend on the blocks or their order),
+states merge, and the final value comes out. Per group, the needed columns are gathered
+and ``pyarrow.Table.group_by`` does it. As in Ray, nulls are skipped unless
+``ignore_nulls=False``, and an empty or all-null input gives None.
 """
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from lockstep.data._exact import Exact, exact_sum, exact_sum_of_squares
 
 # A streaming state: (count of values, sum or min/max or mean, M2, saw a null).
 State = tuple[int, Any, float, bool]
@@ -23,10 +26,11 @@ State = tuple[int, Any, float, bool]
 
 @dataclass(frozen=True)
 class Moments:
-    """Count, mean and sum of squared deviations (M2) of a column's values.
+    """Count, mean and sum of squared deviations (M2) of a column's values, in floats.
 
-    Merging is what lets mean and variance stream over blocks: ``Std`` here and the
-    scalers' statistics both go through :meth:`merge`.
+    Merging (Chan's formula) is what lets the scalers' statistics stream over blocks at
+    pyarrow's speed; ``Std`` uses :class:`ExactMoments`, whose result does not depend on
+    the blocks (at about a tenth of the speed).
     """
 
     count: int = 0
@@ -57,6 +61,43 @@ class Moments:
     def variance(self, ddof: int = 0) -> float | None:
         """``M2 / (count - ddof)``; None when ``count <= ddof``."""
         return self.m2 / (self.count - ddof) if self.count > ddof else None
+
+
+@dataclass(frozen=True)
+class ExactMoments:
+    """Count, exact sum and exact sum of squares of a column's values: ``Std``'s state.
+
+    The sums are exact (:mod:`lockstep.data._exact`), so the variance is the same whatever
+    the blocks and their order.
+    """
+
+    count: int = 0
+    total: Exact = 0
+    squares: Exact = 0
+
+    @classmethod
+    def of(cls, column: Any) -> ExactMoments:
+        """The moments of a column's non-null values (NaN, if any, propagates)."""
+        values = column.drop_null()
+        if not len(values):
+            return cls()
+        return cls(len(values), exact_sum(values), exact_sum_of_squares(values))
+
+    def merge(self, other: ExactMoments) -> ExactMoments:
+        """Both sets of values together."""
+        return ExactMoments(
+            self.count + other.count, self.total + other.total, self.squares + other.squares
+        )
+
+    def variance(self, ddof: int = 0) -> float | None:
+        """``M2 / (count - ddof)``, rounded once; None when ``count <= ddof``."""
+        if self.count <= ddof:
+            return None
+        if isinstance(self.total, float) or isinstance(self.squares, float):
+            rough = float(self.squares) - float(self.total) ** 2 / self.count
+            return max(0.0, rough) / (self.count - ddof)
+        exact: Fraction = Fraction(self.squares) - Fraction(self.total) ** 2 / self.count
+        return float(max(Fraction(0), exact) / (self.count - ddof))
 
 
 class AggregateFn:
@@ -164,8 +205,15 @@ class Sum(AggregateFn):
 
     kind = "sum"
 
+    def _value(self, column: Any) -> Any:
+        return exact_sum(column.drop_null())
+
     def _combine(self, a: State, b: State) -> Any:
         return a[1] + b[1]
+
+    def _finalize(self, state: State) -> Any:
+        value = super()._finalize(state)
+        return float(value) if isinstance(value, Fraction) else value
 
 
 class Min(AggregateFn):
@@ -212,8 +260,15 @@ class Mean(AggregateFn):
 
     kind = "mean"
 
+    def _value(self, column: Any) -> Any:
+        return exact_sum(column.drop_null())  # the sum; divided once, at the end
+
     def _combine(self, a: State, b: State) -> Any:
-        return a[1] + (b[1] - a[1]) * b[0] / (a[0] + b[0])
+        return a[1] + b[1]
+
+    def _finalize(self, state: State) -> Any:
+        total = super()._finalize(state)
+        return None if total is None else float(total / state[0])
 
 
 class Std(AggregateFn):
@@ -244,21 +299,19 @@ class Std(AggregateFn):
         return self.on, "stddev", options
 
     def _partial(self, column: Any) -> State:
-        moments = Moments.of(column)
-        mean = moments.mean if moments.count else None
-        return moments.count, mean, moments.m2, column.null_count > 0
+        moments = ExactMoments.of(column)
+        return moments.count, moments, 0.0, column.null_count > 0
 
     def _merge(self, a: State, b: State) -> State:
-        merged = Moments(a[0], a[1] or 0.0, a[2]).merge(Moments(b[0], b[1] or 0.0, b[2]))
-        mean = merged.mean if merged.count else None
-        return merged.count, mean, merged.m2, a[3] or b[3]
+        merged = (a[1] or ExactMoments()).merge(b[1] or ExactMoments())
+        return merged.count, merged, 0.0, a[3] or b[3]
 
     def _finalize(self, state: State) -> Any:
-        count, _, m2, saw_null = state
-        variance = Moments(count, 0.0, m2).variance(self.ddof)
-        if variance is None or (saw_null and not self.ignore_nulls):
+        count, moments, _, saw_null = state
+        if not count or (saw_null and not self.ignore_nulls):
             return None
-        return math.sqrt(variance)
+        variance = moments.variance(self.ddof)
+        return math.nan if variance is None else math.sqrt(variance)  # Ray: NaN, as pandas
 
 
 def aggregate_blocks(blocks: Iterable[Any], aggs: list[AggregateFn]) -> dict[str, Any]:

@@ -30,7 +30,13 @@ HINT: check the names with ds.columns()
 
 
 def put_column(table: Any, name: str, values: Any) -> Any:
-    """``table`` with column ``name`` replaced by ``values``, or appended when new."""
+    """``table`` with column ``name`` replaced by ``values``, or appended when new.
+
+    A replaced column drops pandas' metadata (from ``Table.from_pandas``), which would turn
+    the new values back into the old column's dtype in ``to_pandas()``.
+    """
     if name in table.column_names:
+        if table.schema.metadata and b"pandas" in table.schema.metadata:
+            table = table.replace_schema_metadata(None)
         return table.set_column(table.column_names.index(name), name, values)
     return table.append_column(name, values)

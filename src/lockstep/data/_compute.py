@@ -98,18 +98,40 @@ def check_compute(
             f"{where}: ``compute`` is an actor strategy, but ``fn`` is not a callable class. "
             "HINT: pass a class with __call__, or leave compute out for a function"
         )
-    _check_concurrency(concurrency, where)
+    _check_concurrency(concurrency, where, is_class)
     for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
         if value is not None and (not isinstance(value, int | float) or value < 0):
             raise ValueError(f"{where}: {name} must be a non-negative number, got {value!r}")
 
 
-def _check_concurrency(concurrency: Any, where: str) -> None:
+def _check_concurrency(concurrency: Any, where: str, is_class: bool) -> None:
+    """Ray's rules: an int; for a callable class also ``(min, max)`` or
+    ``(min, max, initial)`` with ``min <= max``."""
     if concurrency is None:
         return
     values = concurrency if isinstance(concurrency, tuple) else (concurrency,)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise ValueError(
-            f"{where}: concurrency must be a positive int or a (min, max) tuple of them, "
-            f"got {concurrency!r}"
+            "``concurrency`` is expected to be set as an integer or a tuple of integers, "
+            f"but got: {concurrency}. HINT: {where}: concurrency=4, or (min, max) for a "
+            "callable class"
+        )
+    if not isinstance(concurrency, tuple):
+        return
+    if len(concurrency) not in (2, 3):
+        raise ValueError(
+            "``concurrency`` is expected to be set as a tuple of integers, but got: "
+            f"{concurrency}. HINT: {where}: (min, max) or (min, max, initial)"
+        )
+    if not is_class:
+        raise ValueError(
+            "``concurrency`` is set as a tuple of integers, but ``fn`` is not a callable "
+            f"class. Use ``concurrency=n`` to control maximum number of workers to use. "
+            f"HINT: {where}: a (min, max) pool is for a class with __call__"
+        )
+    low, high = concurrency[0], concurrency[1]
+    if low > high or (len(concurrency) == 3 and not low <= concurrency[2] <= high):
+        raise ValueError(
+            f"min_size must be <= max_size: concurrency={concurrency}. HINT: {where}: "
+            "concurrency=(min, max) with min <= max (and min <= initial <= max)"
         )

@@ -18,11 +18,12 @@ from lockstep.data._objects import array_to_objects, is_object_type, objects_to_
 if TYPE_CHECKING:
     import pandas as pd
 
-BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow")
+# None: the blocks as they are (Arrow tables), as Ray's batch_format=None
+BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", None)
 EMPTY = pa.table({})
 
 
-def check_batch_format(batch_format: str, where: str) -> str:
+def check_batch_format(batch_format: str | None, where: str) -> str | None:
     """Return ``batch_format`` if it is one lockstep knows, else raise a ValueError."""
     if batch_format not in BATCH_FORMATS:
         raise ValueError(
@@ -32,9 +33,9 @@ def check_batch_format(batch_format: str, where: str) -> str:
     return batch_format
 
 
-def to_format(table: Any, batch_format: str, *, writable: bool = False) -> Any:
+def to_format(table: Any, batch_format: str | None, *, writable: bool = False) -> Any:
     """``table`` as a batch in ``batch_format`` ("default" means numpy, as in Ray)."""
-    if batch_format == "pyarrow":
+    if batch_format in ("pyarrow", None):
         return table
     if batch_format == "pandas":
         return to_pandas(table)

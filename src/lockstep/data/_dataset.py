@@ -10,6 +10,7 @@ splits stay lazy.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from lockstep.data import _split
 from lockstep.data._aggregate import AggregateFn, AggregateMethods, aggregate_blocks
 from lockstep.data._compute import check_compute
 from lockstep.data._convert import check_batch_format, to_pandas
-from lockstep.data._execute import ConcatSource
+from lockstep.data._execute import ConcatSource, PlanSource
 from lockstep.data._expressions import parse as parse_expression
 from lockstep.data._groupby import GroupedData
 from lockstep.data._iterable import BatchIterable
@@ -191,7 +192,9 @@ class Dataset(BatchIterable, AggregateMethods):
             [{'id': 0}, {'id': 2}, {'id': 4}, {'id': 6}]
         """
         check_batch_format(batch_format, "map_batches")
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        if batch_size is not None and (
+            not isinstance(batch_size, numbers.Integral) or batch_size <= 0
+        ):
             raise ValueError(
                 f"map_batches: batch_size must be a positive int or None, got {batch_size!r}"
             )
@@ -256,6 +259,8 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.range(5).filter(expr=pc.field("id") >= 3).take_all()
             [{'id': 3}, {'id': 4}]
         """
+        if expr is None and _is_expression(fn):
+            fn, expr = None, fn  # a pyarrow expression given as the function
         if (fn is None) == (expr is None):
             raise ValueError(
                 "filter takes either fn or expr. HINT: ds.filter(lambda row: row['x'] > 0) "
@@ -271,7 +276,7 @@ class Dataset(BatchIterable, AggregateMethods):
                     "filter(expr=...) takes a pyarrow.compute.Expression, got "
                     f"{type(expr).__name__}. HINT: expr=pyarrow.compute.field('x') > 0"
                 )
-            return self._with_op(Filter(expression=expr))
+            return Dataset._of(self._plan.filtered(expr))
         assert fn is not None
         check_compute(fn, "filter", compute, concurrency, num_cpus, num_gpus)
         udf = _udf(fn, "filter", fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
@@ -323,16 +328,7 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.from_items([{"a": 1}]).rename_columns({"a": "b"}).take_all()
             [{'b': 1}]
         """
-        if isinstance(names, Mapping):
-            mapping = dict(names)
-        else:
-            current = self.columns()
-            if len(names) != len(current):
-                raise ValueError(
-                    f"rename_columns: {len(names)} names for {len(current)} columns {current}. "
-                    "HINT: give a name for every column, or a dict of old to new name"
-                )
-            mapping = dict(zip(current, names, strict=True))
+        mapping = _rename_mapping(names, lambda: self.columns() or [])
         self._plan.check_columns(list(mapping), "rename_columns")
         return self._with_op(RenameColumns(tuple(mapping.items())))
 
@@ -344,9 +340,9 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ld.range(1000).limit(2).take_all()
             [{'id': 0}, {'id': 1}]
         """
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        if not isinstance(limit, numbers.Integral) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"limit takes a non-negative int, got {limit!r}")
-        return Dataset._of(self._plan.limit(limit))
+        return Dataset._of(self._plan.limit(int(limit)))
 
     # -- global operations (rows gathered in this process) -----------------------------------
 
@@ -642,9 +638,17 @@ class Dataset(BatchIterable, AggregateMethods):
             >>> ds.random_sample(0.1, seed=3).take_all() == ds.random_sample(0.1, seed=3).take_all()
             True
         """
+        if self._plan.known_counts() == [0] * len(self._sources):
+            raise ValueError("Cannot sample from an empty Dataset. HINT: random_sample needs rows")
         if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
-            raise ValueError(f"random_sample: fraction must be in [0, 1], got {fraction!r}")
-        return self._with_op(MapBatches(Udf(Sampler(float(fraction), seed)), "pyarrow", None))
+            raise ValueError(
+                f"Fraction must be between 0 and 1. HINT: random_sample got {fraction!r}"
+            )
+        sources = [
+            PlanSource(s, (MapBatches(Udf(Sampler(float(fraction), seed, i)), "pyarrow"),))
+            for i, s in enumerate(self._plan.folded())
+        ]
+        return Dataset(sources)
 
     def size_bytes(self) -> int:
         """The in-memory size of the rows, in bytes (Arrow's; computed by a pass if needed).
@@ -720,16 +724,25 @@ class Dataset(BatchIterable, AggregateMethods):
             self._schema = self._plan.schema()
         return Schema(self._schema) if self._schema is not None else None
 
-    def columns(self) -> list[str]:
-        """The column names.
+    def columns(self, fetch_if_missing: bool = True) -> list[str] | None:
+        """The column names; with ``fetch_if_missing=False``, None unless metadata tells.
 
         Example:
             >>> import lockstep.data as ld
             >>> ld.from_items([{"a": 1, "b": 2}]).columns()
             ['a', 'b']
         """
+        if not fetch_if_missing:
+            schema = self._plan.metadata_schema()
+            return None if schema is None else list(schema.names)
         schema = self.schema()
         return schema.names if schema is not None else []
+
+    def __len__(self) -> int:
+        raise AttributeError(
+            "Use `ds.count()` to compute the length of a distributed Dataset. This may be "
+            "an expensive operation. HINT: count() reads metadata where it can"
+        )
 
     def num_blocks(self) -> int:
         """The number of blocks (files, row ranges, tables) the rows are described by.
@@ -855,23 +868,25 @@ class Dataset(BatchIterable, AggregateMethods):
         return Dataset._of(self._plan.materialize())
 
     def stats(self) -> str:
-        """What the dataset is made of, and figures of its latest pass.
+        """What the dataset is made of and figures of its latest pass, in Ray's layout: an
+        ``Operator`` paragraph per step (the read, then each transform), then the
+        iterator's time breakdown and throughput.
 
         Example:
             >>> import lockstep.data as ld
             >>> ds = ld.range(4)
             >>> _ = list(ds.iter_batches(batch_size=2))
-            >>> print(ds.stats().splitlines()[-1].split(",")[0])
-            Last pass: 4 rows in 2 batches
+            >>> print(ds.stats().splitlines()[0])
+            Operator 0 Read: 1 blocks
         """
-        lines = [f"Dataset: {len(self._sources)} blocks"]
-        lines += [f"  block {i}: {s.describe()}" for i, s in enumerate(self._sources[:10])]
+        lines = [f"Operator 0 Read: {len(self._sources)} blocks"]
+        lines += [f"* block {i}: {s.describe()}" for i, s in enumerate(self._sources[:10])]
         if len(self._sources) > 10:
-            lines.append(f"  ... and {len(self._sources) - 10} more")
-        if self._ops:
-            lines.append("Transforms: " + " -> ".join(op.describe() for op in self._ops))
+            lines.append(f"* ... and {len(self._sources) - 10} more")
+        for number, op in enumerate(self._ops, start=1):
+            lines += ["", f"Operator {number} {op.describe()}"]
         stats = self._last_stats
-        lines.append(stats.summary() if stats else "No pass over the data has run yet.")
+        lines += ["", stats.summary() if stats else "No pass over the data has run yet."]
         return "\n".join(lines)
 
     # -- writing ----------------------------------------------------------------------------
@@ -887,6 +902,7 @@ class Dataset(BatchIterable, AggregateMethods):
         filename_provider: FilenameProvider | None = None,
         arrow_parquet_args_fn: Callable[[], dict[str, Any]] | None = None,
         mode: str | SaveMode = SaveMode.APPEND,
+        partitioning_flavor: str | None = "hive",
         **arrow_parquet_args: Any,
     ) -> None:
         """Write parquet files under the directory ``path`` (local or URL), streaming.
@@ -899,12 +915,17 @@ class Dataset(BatchIterable, AggregateMethods):
             max_rows_per_file: Start a new file when one has this many rows.
             filesystem: A pyarrow or fsspec filesystem the path is on.
             filename_provider: Names the files (a ``datasource.FilenameProvider``).
-            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options.
+            arrow_parquet_args_fn: Returns more ``pyarrow.parquet.ParquetWriter`` options;
+                they override ``arrow_parquet_args`` of the same name, as in Ray.
             mode: ``"append"`` (default), ``"overwrite"``, ``"ignore"`` or ``"error"``
                 when the directory exists.
-            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (and
-                ``row_group_size``); Ray's ``try_create_dir``, ``concurrency``,
-                ``ray_remote_args``, ``arrow_open_stream_args`` are accepted.
+            partitioning_flavor: With ``partition_cols``: ``"hive"`` (``col=value/``
+                directories, the default), None (``value/`` directories) or
+                ``"filename"`` (``value_`` file name prefixes), pyarrow's flavors.
+            **arrow_parquet_args: ``pyarrow.parquet.ParquetWriter`` options (``schema``:
+                every block is cast to it; and ``row_group_size``); Ray's
+                ``try_create_dir``, ``concurrency``, ``ray_remote_args``,
+                ``arrow_open_stream_args`` are accepted.
 
         Raises:
             TypeError: A keyword the parquet writer does not take.
@@ -926,6 +947,7 @@ class Dataset(BatchIterable, AggregateMethods):
             max_rows_per_file=max_rows_per_file,
             mode=mode,
             filename_provider=filename_provider,
+            partitioning_flavor=partitioning_flavor,
         )
         write_blocks(self._folded(), path, filesystem=filesystem, request=request)
 
@@ -1009,7 +1031,44 @@ class Dataset(BatchIterable, AggregateMethods):
         return self._plan.folded()
 
     def __repr__(self) -> str:
-        return self._plan.describe()
+        """Ray's layout: a table of the columns (and, in memory, the rows); the plan's
+        summary when the schema is not known without reading."""
+        from lockstep.data import _repr
+
+        schema = self._plan.metadata_schema()
+        if schema is None or not schema.names:
+            return self._plan.describe()
+        tables = [s.table for s in self._sources if isinstance(s, TableSource)]
+        rows = None
+        if len(tables) == len(self._sources):
+            rows = _repr.preview_rows(_ends(tables))
+        counts = self._plan.known_counts()
+        return _repr.dataset_table(schema, sum(counts) if counts is not None else None, rows)
+
+
+def _ends(tables: list[Any]) -> Any:
+    """The first and last ten rows of in-memory blocks, as one table (no other row is
+    copied)."""
+    from lockstep.data._convert import concat
+
+    head: list[Any] = []
+    tail: list[Any] = []
+    need = 10
+    for table in tables:
+        if need <= 0:
+            break
+        head.append(table.slice(0, need))
+        need -= min(need, table.num_rows)
+    need = 10
+    for table in reversed(tables):
+        if need <= 0:
+            break
+        tail.insert(0, table.slice(max(0, table.num_rows - need)))
+        need -= min(need, table.num_rows)
+    total = sum(t.num_rows for t in tables)
+    if total <= 20:
+        return concat(tables)
+    return concat([*head, *tail])  # 20 rows: the preview's first and last five among them
 
 
 class _ColumnOf:
@@ -1048,8 +1107,60 @@ def _udf(
     return Udf(fn, fn_args or (), fn_kwargs, constructor_args or (), constructor_kwargs)
 
 
+def _is_expression(value: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return isinstance(value, pc.Expression)
+
+
 def _column_list(cols: str | Sequence[str], where: str) -> list[str]:
+    """``cols`` as a list of names, checked with Ray's words (and a hint)."""
+    if not isinstance(cols, str | list | tuple):
+        raise TypeError(
+            f"{where} requires 'cols' to be a string or a list of strings. HINT: got {cols!r}"
+        )
     names = [cols] if isinstance(cols, str) else list(cols)
     if not all(isinstance(c, str) for c in names):
-        raise ValueError(f"{where} takes column names, got {cols!r}")
+        raise ValueError(
+            f"{where} requires all elements of 'cols' to be strings. HINT: got {cols!r}"
+        )
+    if where in ("select_columns", "drop_columns") and len(set(names)) != len(names):
+        verb = "expected" if where == "select_columns" else "expects"
+        raise ValueError(
+            f"{where} {verb} unique column names, got {names}. HINT: name each column once"
+        )
     return names
+
+
+def _rename_mapping(names: Any, current: Callable[[], list[str]]) -> dict[str, str]:
+    """Old name to new name from ``rename_columns``' argument, checked as Ray checks it."""
+    if isinstance(names, Mapping):
+        if not names:
+            raise ValueError("rename_columns received 'names' with no entries.")
+        if len(set(names.values())) != len(names):
+            raise ValueError(
+                f"rename_columns received duplicate values in the 'names': {dict(names)}"
+            )
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise ValueError(
+                "rename_columns requires both keys and values in the 'names' to be strings."
+            )
+        return dict(names)
+    if not isinstance(names, list | tuple):
+        raise TypeError(
+            "rename_columns expected names to be either List[str] or Dict[str, str], "
+            f"got {type(names)}. HINT: {{'old': 'new'}}"
+        )
+    if not names:
+        raise ValueError("rename_columns requires 'names' with at least one column name.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError("rename_columns requires all elements in the 'names' to be strings.")
+    columns = current()
+    if len(names) != len(columns):
+        raise ValueError(
+            f"rename_columns requires 'names': {list(names)} length match current schema "
+            f"names: {columns}. HINT: a name for every column, or a dict of old to new name"
+        )
+    return dict(zip(columns, names, strict=True))

@@ -9,6 +9,8 @@ the epoch loop reads the data again at each epoch.
 from __future__ import annotations
 
 import functools
+import numbers
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -306,6 +308,12 @@ class BatchIterable:
             >>> features.shape, label.shape
             (torch.Size([4, 1]), torch.Size([4, 1]))
         """
+        warnings.warn(
+            "to_torch is deprecated in Ray Data (lockstep keeps it for the older API). "
+            "HINT: iter_torch_batches() gives dicts of tensors",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         self._check_torch_columns(label_column, feature_columns)
         from lockstep.data import _torch
 
@@ -428,7 +436,8 @@ class BatchIterable:
 def _check_positive(value: int | None, name: str, where: str, allow_none: bool) -> None:
     if value is None and allow_none:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+    # numpy's integers too (a batch size computed with numpy), as Ray takes them
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
 
 

@@ -89,8 +89,8 @@ class DataIterator(BatchIterable, Generic[D]):
             >>> import lockstep.data as ld
             >>> it = ld.range(4).iterator()
             >>> _ = list(it.iter_batches(batch_size=4))
-            >>> it.stats().split(",")[0]
-            'Last pass: 4 rows in 1 batches'
+            >>> it.stats().splitlines()[4]
+            '* Last pass: 4 rows in 1 batches'
         """
         stats = self._last_stats
         return stats.summary() if stats else "No pass over the data has run yet."
@@ -119,7 +119,7 @@ def reorders(plan: Plan) -> bool:
     from lockstep.data._sources import ReshuffledSource
 
     def changes(source: Any) -> bool:
-        if isinstance(source, ReshuffledSource):
+        if isinstance(source, ReshuffledSource) or getattr(source, "reorders_rows", False):
             return True
         inner = getattr(source, "inner", None)
         return (inner is not None and changes(inner)) or any(

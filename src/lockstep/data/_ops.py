@@ -66,12 +66,13 @@ class Udf:
         return getattr(self.fn, "__name__", type(self.fn).__name__)
 
     def __getstate__(self) -> dict[str, Any]:
-        import cloudpickle
+        from lockstep._core.pickling import to_bytes
 
         state = {k: getattr(self, k) for k in self.__slots__ if k not in ("_instance", "fn")}
         # by value where plain pickle cannot (a function defined inside another, a lambda,
-        # a class in __main__): datasets travel to workers inside a plain pickle
-        state["fn"] = cloudpickle.dumps(self.fn)
+        # a class in __main__): datasets travel to workers inside a plain pickle; the
+        # function keeps its file and lines for a worker's traceback
+        state["fn"] = to_bytes(self.fn)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -80,6 +81,20 @@ class Udf:
         for key, value in state.items():
             setattr(self, key, pickle.loads(value) if key == "fn" else value)
         self._instance = None
+
+
+def same_columns(rows: list[Any]) -> list[Any]:
+    """``rows``, checked to name the same columns, as Ray checks a block's rows."""
+    first = rows[0].keys() if rows and isinstance(rows[0], Mapping) else None
+    for row in rows:
+        if first is not None and isinstance(row, Mapping) and row.keys() != first:
+            raise ValueError(
+                "Current row has different columns compared to previous rows. Columns of "
+                f"current row: {sorted(row.keys())}, Columns of previous rows: "
+                f"{sorted(first)}. HINT: return the same keys from every row (None for a "
+                "missing value)"
+            )
+    return rows
 
 
 def check_callable(fn: Any, where: str) -> None:
@@ -115,7 +130,7 @@ class MapRows(Op):
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             if block.num_rows:
-                yield from_rows([self.udf(row) for row in to_rows(block)], "map()")
+                yield from_rows(same_columns([self.udf(row) for row in to_rows(block)]), "map()")
 
     def describe(self) -> str:
         return f"map({self.udf.name})"
@@ -129,7 +144,7 @@ class FlatMap(Op):
 
     def apply(self, blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
-            rows = [out for row in to_rows(block) for out in self.udf(row)]
+            rows = same_columns([out for row in to_rows(block) for out in self.udf(row)])
             if rows:
                 yield from_rows(rows, "flat_map()")
 

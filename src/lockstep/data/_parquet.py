@@ -51,9 +51,13 @@ class ParquetSource(Source):
     def read(self) -> Iterator[Any]:
         if not self.row_groups:
             return
+        if self.filter is not None and not self.include_path:
+            # the scanner skips row groups by their statistics, and fills the partition
+            # columns from the file's partition values
+            yield from window(self._scan_filtered(), self.skip, self.take)
+            return
         if not self._decorated():
-            blocks = self._scan_filtered() if self.filter is not None else self._scan(None)
-            yield from window(blocks, self.skip, self.take)
+            yield from window(self._scan(None), self.skip, self.take)
             return
         # partition columns (or the path) are not in the file: add them to what is read,
         # then filter and select, since the filter and columns may name them
@@ -102,15 +106,34 @@ class ParquetSource(Source):
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        # The dataset scanner evaluates the filter, skipping row groups by their statistics.
         fragment = ds.ParquetFileFormat().make_fragment(
-            self.path, self.filesystem, row_groups=list(self.row_groups)
+            self.path,
+            self.filesystem,
+            partition_expression=_guarantee(self.partition_row),
+            row_groups=list(self.row_groups),
         )
-        columns = list(self.columns) if self.columns is not None else None
+        schema = fragment.physical_schema
+        if self.partition_row is not None:
+            schema = _full_schema(schema, self.partition_row, False)
+        columns = list(self.columns) if self.columns is not None else schema.names
         for batch in fragment.to_batches(
-            columns=columns, filter=self.filter, batch_readahead=0, fragment_readahead=0
+            schema=schema,
+            columns=columns,
+            filter=self.filter,
+            batch_readahead=0,
+            fragment_readahead=0,
         ):
             yield pa.Table.from_batches([batch])
+
+    def with_filter(self, expression: Any) -> Source | None:
+        if self.skip or self.take is not None:
+            return None  # a window of the unfiltered rows: filtering first would change it
+        if self.file_schema is not None and not _applies(expression, self.file_schema):
+            return None  # names a column that is not read: fails as an op does
+        combined = expression if self.filter is None else self.filter & expression
+        if self.partition_row is not None and _ruled_out(self, combined):
+            return replace(self, filter=combined, row_groups=(), row_group_rows=())
+        return replace(self, filter=combined)
 
     def num_rows(self) -> int | None:
         if self.filter is not None:
@@ -193,6 +216,8 @@ def parquet_sources(
     With ``partitioning``, each file's ``key=value`` directories become columns, and files
     that the filter or ``partition_filter`` rule out by those values are left out unread.
     """
+    if columns is not None and include_paths and "path" not in columns:
+        columns = [*columns, "path"]  # the path column comes with a projection too, as in Ray
     rows_of = _partition_rows(files, partitioning)
     paths = _pruned(files, rows_of, filter, partition_filter)
     if not paths:
@@ -202,7 +227,7 @@ def parquet_sources(
         footers = list(pool.map(lambda p: _footer(files.filesystem, p), paths))
     sources: list[Source] = []
     for path, (rows, schema) in zip(paths, footers, strict=True):
-        row = rows_of.get(path)
+        row = _not_in_file(rows_of.get(path), schema)
         schema = _full_schema(schema, row, include_paths)
         if columns is not None:
             _check_columns(schema, columns, files.display(path))
@@ -276,6 +301,31 @@ def _pruned(
     return tuple(p for p in kept if p in survivors)
 
 
+def _applies(expression: Any, schema: Any) -> bool:
+    """Whether ``expression`` evaluates on rows of ``schema`` (its columns exist, its types
+    compare)."""
+    try:
+        schema.empty_table().filter(expression)
+    except Exception:  # pyarrow raises several types for a bad field or type
+        return False
+    return True
+
+
+def _ruled_out(source: ParquetSource, expression: Any) -> bool:
+    """Whether the source's partition values alone make ``expression`` false for every
+    row: decided by pyarrow from the values, without opening the file."""
+    import pyarrow.dataset as pads
+
+    dataset = pads.FileSystemDataset.from_paths(
+        [source.path],
+        schema=source.file_schema,
+        format=pads.ParquetFileFormat(),
+        filesystem=source.filesystem,
+        partitions=[_guarantee(source.partition_row)],
+    )
+    return not list(dataset.get_fragments(filter=expression))
+
+
 def _guarantee(row: Any) -> Any:
     """What is known of every row of a file: its partition columns' values."""
     import pyarrow.compute as pc
@@ -287,6 +337,15 @@ def _guarantee(row: Any) -> Any:
         value = row.column(name)[0]
         known = known & (pc.field(name) == value if value.is_valid else pc.field(name).is_null())
     return known
+
+
+def _not_in_file(row: Any, schema: Any) -> Any:
+    """The partition values of columns the file does not hold itself (a column stored in
+    the file keeps the file's values, as in Ray); None when none is left."""
+    if row is None:
+        return None
+    left = [n for n in row.column_names if n not in schema.names]
+    return row.select(left) if left else None
 
 
 def _strings(row: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from lockstep.data._columns import require_columns
 from lockstep.data._context import adopt, current_snapshot, within_block_size
 from lockstep.data._convert import EMPTY, concat
 from lockstep.data._execute import ConcatSource, cheap_counts, count_rows, fold, stream
-from lockstep.data._ops import Op, SelectColumns
+from lockstep.data._ops import Filter, Op, SelectColumns
 from lockstep.data._sources import ReshuffledSource, SlicedSource, Source, TableSource
 
 
@@ -144,6 +144,16 @@ class Plan:
             if all(s is not None for s in narrowed):
                 return Plan([s for s in narrowed if s is not None], counts=self._counts)
         return self.with_op(SelectColumns(tuple(names)))
+
+    def filtered(self, expression: Any) -> Plan:
+        """The rows matching a pyarrow ``expression``: pushed into the sources when they
+        can read fewer rows for it (parquet: partitions and row groups it rules out are
+        never read), else a filter op. The rows are the same either way."""
+        if not self.ops:
+            pushed = [s.with_filter(expression) for s in self.sources]
+            if all(s is not None for s in pushed):
+                return Plan([s for s in pushed if s is not None])
+        return self.with_op(Filter(expression=expression))
 
     def materialize(self) -> Plan:
         """The ops done now, the rows held in memory, block by block."""

@@ -8,7 +8,6 @@ whoever iterates.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +20,7 @@ from lockstep.data._block_control import num_blocks_arg, rebalance
 from lockstep.data._context import within_block_size
 from lockstep.data._convert import column_from_values, from_batch, from_rows
 from lockstep.data._dataset import Dataset
+from lockstep.data._file_order import FileShuffleConfig, ordered
 from lockstep.data._file_sources import (
     CsvSource,
     JsonSource,
@@ -41,12 +41,13 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _HIVE = Partitioning("hive")
 
 
-def _blocks(table: Any, num_blocks: int | None) -> list[Source]:
+def _blocks(table: Any, num_blocks: int | None, *, exactly: bool = False) -> list[Source]:
     """``table`` cut into ``num_blocks`` in-memory blocks of near-equal size (one by default),
-    never more blocks than rows."""
+    never more blocks than rows unless ``exactly`` (then the last ones may be empty)."""
     if num_blocks is None:
         return [TableSource(t) for t in within_block_size(table)]
-    num_blocks = min(num_blocks, table.num_rows)
+    if not exactly:
+        num_blocks = min(num_blocks, table.num_rows)
     if num_blocks <= 1:
         return [TableSource(table)]
     base, extra = divmod(table.num_rows, num_blocks)
@@ -102,7 +103,8 @@ def from_pandas(
         import pandas as pd
 
         whole = from_batch(pd.concat(frames), "from_pandas")
-        return Dataset(_blocks(whole, override_num_blocks))
+        # as Ray repartitions: exactly that many blocks, empty ones if rows are fewer
+        return Dataset(_blocks(whole, override_num_blocks, exactly=True))
     return Dataset([TableSource(from_batch(f, "from_pandas")) for f in frames])
 
 
@@ -321,7 +323,10 @@ def read_parquet(
     partitioning: Partitioning | None = _HIVE,
     partition_filter: Callable[[dict[str, Any]], bool] | None = None,
     include_paths: bool = False,
-    shuffle: str | None = None,
+    shuffle: str | FileShuffleConfig | None = None,
+    batch_size: int | None = None,
+    dataset_kwargs: dict[str, Any] | None = None,
+    concurrency: int | None = None,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -345,7 +350,15 @@ def read_parquet(
         partition_filter: A function of a file's partition values (a dict of strings)
             that keeps the file when true; or ``PathPartitionFilter.of(fn)``.
         include_paths: Add each row's file in column ``path``.
-        shuffle: ``"files"`` reads the files in a random order.
+        shuffle: ``"files"`` reads the files in a random order; a
+            :class:`FileShuffleConfig` with a seed in the same order every time, or in a
+            new one at every pass (``reseed_after_execution=True``).
+        batch_size: Ray's rows per read batch: accepted; row groups are read one at a
+            time, column by column (the least memory).
+        dataset_kwargs: Ray's ``pyarrow.dataset`` options: accepted (``partitioning``
+            is refused, as in Ray: use ``partitioning=``).
+        concurrency: Ray's number of read tasks: accepted, no effect (a worker reads its
+            own part).
         override_num_blocks: The number of blocks (cut at row groups, reading nothing).
         parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
@@ -357,28 +370,34 @@ def read_parquet(
         ...     ds.take_all()
         [{'id': 7}, {'id': 8}, {'id': 9}]
     """
+    _check_dataset_kwargs(dataset_kwargs)
     files = find_files(
         paths, filesystem=filesystem, extensions=file_extensions, where="read_parquet"
     )
-    if shuffle not in (None, "files"):
-        raise ValueError(f"read_parquet: shuffle must be None or 'files', got {shuffle!r}")
-    if shuffle == "files":
-        order = np.random.default_rng().permutation(len(files.paths))
-        files = dataclasses.replace(files, paths=tuple(files.paths[i] for i in order))
+    if shuffle is not None and shuffle != "files":
+        ordered([], shuffle, "read_parquet")  # checks it before any footer is read
     expression = to_filter_expression(filter)
+    sources = parquet_sources(
+        files,
+        list(columns) if columns is not None else None,
+        expression,
+        partitioning=partitioning,
+        partition_filter=partition_filter,
+        include_paths=include_paths,
+    )
     return rebalance(
         num_blocks_arg(override_num_blocks, parallelism, "read_parquet"),
-        Dataset(
-            parquet_sources(
-                files,
-                list(columns) if columns is not None else None,
-                expression,
-                partitioning=partitioning,
-                partition_filter=partition_filter,
-                include_paths=include_paths,
-            )
-        ),
+        Dataset(ordered(sources, shuffle, "read_parquet")),
     )
+
+
+def _check_dataset_kwargs(dataset_kwargs: Any) -> None:
+    if dataset_kwargs is not None and "partitioning" in dataset_kwargs:
+        raise ValueError(
+            "The 'partitioning' parameter isn't supported in 'dataset_kwargs'. Use the "
+            "top-level 'partitioning' parameter instead. HINT: "
+            "read_parquet(path, partitioning=Partitioning('hive'))"
+        )
 
 
 def read_csv(
@@ -438,6 +457,7 @@ def read_json(
     read_options: Any = None,
     parse_options: Any = None,
     lines: bool = False,
+    arrow_open_stream_args: dict[str, Any] | None = None,
     override_num_blocks: int | None = None,
     parallelism: int | None = None,
 ) -> Dataset:
@@ -451,6 +471,8 @@ def read_json(
         parse_options: A ``pyarrow.json.ParseOptions`` (e.g. an explicit schema).
         lines: Read every file as JSON lines (as Ray's ``lines=True``); otherwise a file
             holding one JSON array is recognised too.
+        arrow_open_stream_args: Options of ``open_input_stream`` (e.g.
+            ``{"compression": "gzip"}``; compression is told from the file name otherwise).
         override_num_blocks: The number of blocks (see ``lockstep.data.range``).
         parallelism: Ray's deprecated name of ``override_num_blocks`` (a warning).
 
@@ -470,7 +492,14 @@ def read_json(
         num_blocks_arg(override_num_blocks, parallelism, "read_json"),
         Dataset(
             [
-                JsonSource(files.filesystem, p, files.display(p), options or None, lines)
+                JsonSource(
+                    files.filesystem,
+                    p,
+                    files.display(p),
+                    options or None,
+                    lines,
+                    arrow_open_stream_args,
+                )
                 for p in files.paths
             ]
         ),

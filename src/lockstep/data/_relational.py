@@ -7,7 +7,6 @@ gathered here, as ``sort`` and ``groupby`` gather theirs.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,8 +71,10 @@ class Schema:
         return iter(self.base_schema)
 
     def __repr__(self) -> str:
-        fields = "\n".join(f"{f.name}: {f.type}" for f in self.base_schema)
-        return f"Column  Type\n{fields}" if fields else "Schema()"
+        from lockstep.data._repr import schema_table
+
+        names = self.base_schema.names
+        return schema_table(names, self.base_schema.types) if names else "Schema()"
 
 
 def join_tables(
@@ -140,22 +141,26 @@ def stratified_indices(labels: Any, test_fraction: float, seed: int | None) -> t
     for value in dict.fromkeys(values.tolist()):
         rows = np.flatnonzero(values == value)
         rows = rng.permutation(rows) if seed is not None else rows
-        cut = round(len(rows) * (1 - test_fraction))
+        cut = len(rows) - int(len(rows) * test_fraction)  # Ray's count of test rows
         train.append(rows[:cut])
         test.append(rows[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 class Sampler:
-    """Keeps each row with probability ``fraction``: the same rows for the same seed."""
+    """Keeps each row of one block with probability ``fraction``.
 
-    def __init__(self, fraction: float, seed: int | None) -> None:
-        self.fraction, self.seed = fraction, seed
+    With a seed, the block's random numbers come from ``default_rng([block, seed])``, as
+    Ray draws them for its block (task) ``block``: the same rows as Ray's, and the same
+    rows wherever (and however often) the block is read.
+    """
+
+    def __init__(self, fraction: float, seed: int | None, block: int = 0) -> None:
+        self.fraction, self.seed, self.block = fraction, seed, block
 
     def __call__(self, table: Any) -> Any:
         if self.seed is None:
             rng = np.random.default_rng()
-        else:  # the block's own stream: the same block keeps the same rows, wherever read
-            key = zlib.crc32(repr(table.slice(0, 1).to_pylist()).encode())
-            rng = np.random.default_rng([self.seed, key, table.num_rows])
+        else:
+            rng = np.random.default_rng([self.block, self.seed])
         return table.filter(pa.array(rng.random(table.num_rows) < self.fraction))

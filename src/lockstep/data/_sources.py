@@ -45,6 +45,11 @@ class Source(abc.ABC):
         """This source reading only ``columns``, when the reader can; else None."""
         return None
 
+    def with_filter(self, expression: Any) -> Source | None:
+        """This source reading only the rows that match ``expression`` (skipping what the
+        reader can tell holds none), when the reader can; else None."""
+        return None
+
     def input_files(self) -> list[str]:
         """The files this source reads."""
         return []

@@ -59,6 +59,10 @@ def check_num_splits(n: object, where: str) -> int:
 def index_ranges(total: int, indices: Sequence[int]) -> list[tuple[int, int]]:
     """The ranges between sorted ``indices``, clamped to ``[0, total]``."""
     points = list(indices)
+    if not points:
+        raise ValueError(
+            "indices must be a non-empty list. HINT: split_at_indices([n]) cuts before row n"
+        )
     if any(not isinstance(i, int) or isinstance(i, bool) for i in points):
         raise ValueError(f"split_at_indices: indices must be ints, got {points}")
     if any(i < 0 for i in points):
@@ -86,14 +90,18 @@ def proportion_indices(total: int, proportions: Sequence[float]) -> list[int]:
             f"split_proportionately: proportions must be between 0 and 1 and add up to less "
             f"than 1, got {values}. HINT: [0.8] gives 80% and the remaining 20%"
         )
-    indices, cumulative = [], 0.0
-    for p in values:
-        cumulative += p
-        indices.append(int(total * cumulative))
-    bounds = [0, *indices, total]
-    if any(a >= b for a, b in itertools.pairwise(bounds)):
+    indices = [int(total * p) for p in itertools.accumulate(values)]
+    # every part gets at least one row, as Ray makes sure: earlier cuts move down
+    subtract = 0
+    for i in range(len(indices) - 2, -1, -1):
+        indices[i] -= subtract
+        if indices[i] == indices[i + 1]:
+            subtract += 1
+            indices[i] -= 1
+    if any(i <= 0 for i in indices) or indices[-1] >= total:
         raise ValueError(
-            f"split_proportionately: {values} of {total} rows leaves a part empty. "
-            "HINT: use larger proportions or a larger dataset"
+            "Couldn't create non-empty splits with the given proportions. HINT: "
+            f"split_proportionately: {values} of {total} rows; use larger proportions or a "
+            "larger dataset"
         )
     return indices

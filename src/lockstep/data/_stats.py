@@ -27,16 +27,27 @@ class IterStats:
     timer: WaitTimer = field(default_factory=WaitTimer)
 
     def summary(self) -> str:
-        """One paragraph for ``stats()``."""
+        """The iterator's part of ``stats()``, in Ray's layout, with lockstep's figures
+        (there are no tasks or object store: a pass reads in the caller's process)."""
         if not self.num_batches:
             return "No pass over the data has run yet."
         rate = self.num_rows / self.total_s if self.total_s else float("inf")
+        user = max(0.0, self.total_s - self.timer.wait_s)
         return (
-            f"Last pass: {self.num_rows} rows in {self.num_batches} batches, "
-            f"{self.total_s:.3f}s ({rate:,.0f} rows/s); waiting for data "
-            f"{self.timer.wait_s:.3f}s, in the caller's code "
-            f"{max(0.0, self.total_s - self.timer.wait_s):.3f}s."
+            "Dataset iterator time breakdown:\n"
+            f"* Total time overall: {_seconds(self.total_s)}\n"
+            "    * Total time user thread is blocked by lockstep.data iter_batches: "
+            f"{_seconds(self.timer.wait_s)}\n"
+            f"    * Total execution time for user thread: {_seconds(user)}\n"
+            f"* Last pass: {self.num_rows} rows in {self.num_batches} batches\n"
+            "\n"
+            "Dataset throughput:\n"
+            f"* lockstep.data throughput: {rate:,.0f} rows/s"
         )
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.2f}ms" if value < 1 else f"{value:.2f}s"
 
 
 def counted(items: Iterator[tuple[int, Any]], stats: IterStats) -> Iterator[Any]:

@@ -27,6 +27,8 @@ def to_tensor(array: np.ndarray[Any, Any], name: str, dtype: Any = None, device:
     """One column as a tensor that owns its memory (Arrow buffers are read-only and shared)."""
     import torch
 
+    if array.dtype == object and all(v is None for v in array):
+        array = np.full(len(array), np.nan)  # a column of nulls: NaN, as Ray gives
     if array.dtype == object or array.dtype.kind in "USMm":
         sample = next((v for v in array if v is not None), None)
         raise ValueError(
@@ -107,12 +109,12 @@ def _per_group(dtypes: Any, count: int) -> list[Any]:
 def _stack(batch: Mapping[str, Any], columns: Sequence[str], dtype: Any, unsqueeze: bool) -> Any:
     import torch
 
+    # Ray's shapes: each column gets an axis after the batch's (a column of vectors of 3:
+    # (batch, 1, 3)), then the columns are concatenated along it
     tensors = []
     for name in columns:
         tensor = to_tensor(batch[name], name, dtype)
-        if unsqueeze and tensor.ndim == 1:
-            tensor = tensor.unsqueeze(1)
-        tensors.append(tensor.reshape(len(tensor), -1) if len(columns) > 1 else tensor)
+        tensors.append(tensor.unsqueeze(1) if unsqueeze else tensor)
     return tensors[0] if len(tensors) == 1 else torch.cat(tensors, dim=1)
 
 

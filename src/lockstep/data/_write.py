@@ -73,6 +73,10 @@ class WriteRequest:
     max_rows_per_file: int | None = None
     mode: SaveMode = SaveMode.APPEND
     filename_provider: FilenameProvider | None = None
+    partitioning_flavor: str | None = "hive"
+
+
+_FLAVORS = ("hive", None, "filename")
 
 
 def _writer_parameters(kind: str) -> set[str]:
@@ -80,7 +84,7 @@ def _writer_parameters(kind: str) -> set[str]:
         import pyarrow.parquet as pq
 
         names = set(inspect.signature(pq.ParquetWriter.__init__).parameters)
-        return (names - {"self", "where", "schema", "options"}) | {"row_group_size"}
+        return (names - {"self", "where", "options"}) | {"row_group_size"}
     if kind == "csv":
         return {"write_options", "memory_pool"}
     import pandas as pd
@@ -110,12 +114,21 @@ def make_request(
     max_rows_per_file: int | None = None,
     mode: str | SaveMode = SaveMode.APPEND,
     filename_provider: FilenameProvider | None = None,
+    partitioning_flavor: str | None = "hive",
 ) -> WriteRequest:
-    """The checked request; a TypeError for a keyword the writer does not take."""
+    """The checked request; a TypeError for a keyword the writer does not take.
+
+    ``options_fn``'s options override ``options`` with the same name, as in Ray.
+    """
     given = {k: v for k, v in options.items() if k not in _RAY_ONLY}
     if "num_rows_per_file" in options and min_rows_per_file is None:
         min_rows_per_file = options["num_rows_per_file"]  # Ray's older name
-    merged = {**(dict(options_fn()) if options_fn is not None else {}), **given}
+    if partitioning_flavor not in _FLAVORS:
+        raise ValueError(
+            f"{where}: partitioning_flavor must be 'hive', None or 'filename', got "
+            f"{partitioning_flavor!r}. HINT: 'hive' writes col=value directories"
+        )
+    merged = {**given, **(dict(options_fn()) if options_fn is not None else {})}
     unknown = sorted(set(merged) - _writer_parameters(kind))
     if unknown:
         raise TypeError(
@@ -134,11 +147,11 @@ def make_request(
         ("max_rows_per_file", max_rows_per_file),
     ):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+            raise ValueError(f"{name} must be a positive integer. HINT: {where} got {value!r}")
     if min_rows_per_file and max_rows_per_file and min_rows_per_file > max_rows_per_file:
         raise ValueError(
-            f"{where}: min_rows_per_file {min_rows_per_file} > max_rows_per_file "
-            f"{max_rows_per_file}"
+            f"min_rows_per_file ({min_rows_per_file}) cannot be greater than "
+            f"max_rows_per_file ({max_rows_per_file}). HINT: {where}: min <= max"
         )
     return WriteRequest(
         kind,
@@ -148,6 +161,7 @@ def make_request(
         max_rows_per_file,
         save_mode,
         filename_provider,
+        partitioning_flavor,
     )
 
 
@@ -189,8 +203,7 @@ def _prepare(fs: Any, directory: str, mode: SaveMode, where: str) -> bool:
         return False
     if exists and mode is SaveMode.OVERWRITE:
         fs.delete_dir_contents(directory)
-    fs.create_dir(directory, recursive=True)
-    return True
+    return True  # the directory is made with its first file: no rows, no directory
 
 
 class _OpenFiles:
@@ -232,9 +245,9 @@ class _OpenFiles:
         else:
             name = f"{self.write_id}_{self.count:06d}.{self.request.kind}"
         self.count += 1
+        subdir, name = _placed(subdir, name, self.request.partitioning_flavor)
         parent = f"{self.directory}/{subdir}" if subdir else self.directory
-        if subdir:
-            self.fs.create_dir(parent, recursive=True)
+        self.fs.create_dir(parent, recursive=True)
         file = _File(self.fs, f"{parent}/{name}", table.schema, self.request)
         self.open[subdir] = file
         return file
@@ -243,6 +256,17 @@ class _OpenFiles:
         file = self.open.pop(subdir)
         file.close()
         self.written.append(file.path)
+
+
+def _placed(subdir: str, name: str, flavor: str | None) -> tuple[str, str]:
+    """Where a partition's file goes for pyarrow's partitioning ``flavor``: ``a=1/b=x/``
+    directories (hive), ``1/x/`` directories (None), or ``1_x_name`` files (filename)."""
+    if not subdir or flavor == "hive":
+        return subdir, name
+    values = [part.split("=", 1)[1] for part in subdir.split("/")]
+    if flavor is None:
+        return "/".join(values), name
+    return "", "_".join([*values, name])
 
 
 def _partitions(block: Any, columns: list[str]) -> Iterator[tuple[str, Any]]:
@@ -284,7 +308,8 @@ class _File:
 
             if "row_group_size" in options:  # an option of write_table, as pq.write_table's
                 self.write_options["row_group_size"] = options.pop("row_group_size")
-            self.writer: Any = pq.ParquetWriter(self.stream, schema, **options)
+            self.schema = options.pop("schema", None) or schema  # Ray's schema=: cast to it
+            self.writer: Any = pq.ParquetWriter(self.stream, self.schema, **options)
         elif self.kind == "csv":
             import pyarrow.csv as pcsv
 

@@ -6,6 +6,10 @@ Example:
     True
 """
 
-from lockstep.data.preprocessors._base import Preprocessor, PreprocessorNotFittedException
+from lockstep.data.preprocessors import (
+    Preprocessor,
+    PreprocessorNotFittedException,
+    SerializablePreprocessorBase,
+)
 
-__all__ = ["Preprocessor", "PreprocessorNotFittedException"]
+__all__ = ["Preprocessor", "PreprocessorNotFittedException", "SerializablePreprocessorBase"]

@@ -13,10 +13,11 @@ from lockstep._core.reported import (
     CheckpointUploadMode,
     ReportedCheckpoint,
 )
+from lockstep._core.session import Session
 from lockstep._internal.execution.worker import session as _session
 
 
-def _require(api: str) -> _session.Session:
+def _require(api: str) -> Session:
     current = _session.current()
     if current is None:
         raise RuntimeError(
@@ -111,10 +112,7 @@ def heartbeat() -> None:
         ...         verbose=0, failure_config=FailureConfig(hang_timeout_s=600))).fit().metrics
         {'batches': 1000}
     """
-    session = _require("heartbeat()")
-    beat = getattr(session, "heartbeat", None)  # a Tune function trial's session has none
-    if beat is not None:
-        beat()
+    _require("heartbeat()").heartbeat()
 
 
 def get_all_reported_checkpoints(

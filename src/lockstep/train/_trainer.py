@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import inspect
 import json
 import os
@@ -12,26 +13,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from lockstep._core import flags, pyarrow_fs, storage
+from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
-from lockstep._core.errors import RunNotFoundError
+from lockstep._core.errors import RunNotFoundError, TrainingInterrupted
 from lockstep._core.result import Result
+from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
-from lockstep._internal.execution.executor_choice import (
+from lockstep._internal.execution.messages import LocalFunction
+from lockstep._internal.execution.resolve import (
     capacity_probe,
-    choose_executor,
     make_worker_group,
-    prepare_executor,
-    warn_ray_only_options,
+    resolve_plan,
+    start_early,
 )
+from lockstep._internal.execution.worker import session as _session
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
-from lockstep.train import _pickling as pickling
 
 _S = TypeVar("_S", bound="TrainerSpec")
 _T = TypeVar("_T", bound="DataParallelTrainer")
@@ -197,10 +199,30 @@ class DataParallelTrainer:
         trainer._build(spec)
         return trainer
 
-    def _build(self, spec: TrainerSpec) -> None:
+    @classmethod
+    def _function_trial(
+        cls, fn: Callable[..., Any], config: dict[str, Any], run_config: RunConfig
+    ) -> DataParallelTrainer:
+        """A Tune function trainable as a run of no workers: ``fn(config)`` runs in the
+        driver's process, never pickled, so that large objects it was given
+        (``tune.with_parameters``) are shared, not copied; a dict it returns is its last
+        report, as in Ray Tune."""
+        spec = TrainerSpec(
+            train_loop_per_worker=FunctionTrial(fn),
+            train_loop_config=config,
+            scaling_config=ScalingConfig(num_workers=0),
+            run_config=run_config,
+        )
+        trainer = cls.__new__(cls)
+        trainer._build(spec, in_process=True)
+        return trainer
+
+    def _build(self, spec: TrainerSpec, *, in_process: bool = False) -> None:
         """Check what depends on this machine and the chosen executor; pickle the function
-        now, so that a mistake fails here rather than after the workers have started."""
+        now, so that a mistake fails here rather than after the workers have started
+        (unless the function runs ``in_process``, as a Tune function trial's does)."""
         self._spec = spec
+        self._in_process = in_process
         self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
         self.run_config = _named(spec.run_config or RunConfig())
         _check_checkpoint_frequency(type(self), self.run_config)
@@ -211,12 +233,11 @@ class DataParallelTrainer:
         self.resume_from_checkpoint = spec.resume_from_checkpoint
         self.metadata = _check_metadata(spec.metadata)
         self.preprocessor = _check_preprocessor(spec.preprocessor, self.datasets)
-        self._executor = choose_executor(self.scaling_config)
-        _check_storage_shared(self.run_config, self._executor)
-        _check_ray_datasets(self.datasets, self._executor)
-        warn_ray_only_options(self.scaling_config, self._executor)
-        prepare_executor(self.scaling_config, self._executor)
-        if spec.train_loop_per_worker is not None:
+        self._plan = resolve_plan(self.scaling_config)
+        _check_storage_shared(self.run_config, self._plan.executor)
+        _check_ray_datasets(self.datasets, self._plan.executor)
+        self._plan.backend_for(spec.backend(self.scaling_config))  # gloo or NCCL fits
+        if spec.train_loop_per_worker is not None and not in_process:
             fn, config = spec.train_loop_per_worker, spec.train_loop_config
             _pickle_function(fn, config, _check_train_function(fn, config))
         # Shards are sent to the workers: find out now if one cannot be pickled.
@@ -254,19 +275,38 @@ class DataParallelTrainer:
             self._spec = replace(self._spec, preprocessor=preprocessor)
         return self._controller().run()
 
-    def _controller(self) -> TrainController:
-        """A controller for one fit() of this trainer."""
+    def _run_trial(self, trial: TrialRun) -> TrialOutcome:
+        """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
+        link listens to the run; a scheduler's stop ends it finished, its pause ends it
+        restorable (``"paused"``); a failure the run's FailureConfig did not absorb raises."""
+        controller = self._controller(trial)
+        try:
+            result = controller.run()
+        except TrainingInterrupted:
+            if controller.paused:
+                return TrialOutcome("paused")
+            raise
+        return TrialOutcome("done", result)
+
+    def _controller(self, trial: TrialRun | None = None) -> TrainController:
+        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``)."""
         setup = self._worker_setup()
-        train_fn = _pickle_function(
-            setup.train_loop,
-            setup.config,
-            _check_train_function(setup.train_loop, setup.config),
-        )
+        takes_config = _check_train_function(setup.train_loop, setup.config)
+        train_fn: bytes | LocalFunction
+        if self._in_process:
+            train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
+        else:
+            train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
+        start_early(self._plan)  # before the storage is opened: see fork_safety
         run_dir = _open_run_dir(self.run_config)
-        # The arguments, then the run state (which RunRecord.open saves): from here on the
-        # run can be restored, whenever the driver dies.
-        run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
+        if not self._in_process:
+            # The arguments, then the run state (which RunRecord.open saves): from here on
+            # the run can be restored, whenever the driver dies. (A Tune function trial's
+            # is restored by its Tuner.)
+            run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
         record = RunRecord.open(run_dir, self.run_config.checkpoint_config)
+        if trial is not None and trial.start_from is not None:
+            record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
         record.write_params(self._params())
         datasets = self._preprocessed_datasets()
@@ -276,9 +316,12 @@ class DataParallelTrainer:
             )
             # Again, now with the preprocessor fitted: restore() need not fit it again.
             run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
+        spec = self._group_spec(run_dir, datasets, train_fn, setup.backend_config)
+        if trial is not None:
+            spec = replace(spec, trial=trial.context_fields())
         return TrainController(
-            make_worker_group=lambda: make_worker_group(self._executor, self.scaling_config),
-            spec=self._group_spec(run_dir, datasets, train_fn, setup.backend_config),
+            make_worker_group=lambda: make_worker_group(self._plan),
+            spec=spec,
             record=record,
             failure_policy=FailurePolicy(self.run_config.failure_config),
             progress=Progress(
@@ -292,6 +335,7 @@ class DataParallelTrainer:
                 resume_hint=self._resume_hint(run_dir),
             ),
             callbacks=self.run_config.callbacks,
+            listeners=[trial.listener] if trial is not None and trial.listener else [],
             config=dict(self._spec.train_loop_config or {}),
             resume_from_checkpoint=self.resume_from_checkpoint,
             elastic=self._elastic_run(datasets),
@@ -309,7 +353,7 @@ class DataParallelTrainer:
 
         return ElasticRun(
             policy=create_scaling_policy(self.scaling_config),
-            capacity=capacity_probe(self._executor, self.scaling_config),
+            capacity=capacity_probe(self._plan),
             resize_spec=resize_spec,
         )
 
@@ -397,7 +441,7 @@ class DataParallelTrainer:
         self,
         run_dir: storage.StorageDir,
         datasets: dict[str, Any],
-        train_fn: bytes,
+        train_fn: bytes | LocalFunction,
         backend_config: BackendConfig | None,
     ) -> WorkerGroupSpec:
         num_workers = max(1, self.scaling_config.min_workers)
@@ -405,7 +449,7 @@ class DataParallelTrainer:
         if datasets and not self.scaling_config.elasticity_enabled:
             # (an elastic run splits them once it knows its size)
             shards = self._shards(datasets, num_workers)
-        backend = (backend_config or BackendConfig()).make_backend()
+        backend = self._plan.backend_for(backend_config).make_backend()
         _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
@@ -416,8 +460,6 @@ class DataParallelTrainer:
             score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
             metadata=dict(self.metadata),
             datasets=shards,
-            num_cpus_per_worker=self.scaling_config.num_cpus_per_worker,
-            num_gpus_per_worker=self.scaling_config.num_gpus_per_worker,
             sys_path=tuple(sys.path),
         )
 
@@ -461,6 +503,37 @@ class DataParallelTrainer:
 
 DataParallelTrainer.Spec = TrainerSpec
 DataParallelTrainer.__signature__ = TrainerSpec.signature()  # type: ignore[attr-defined]
+
+
+class FunctionTrial:
+    """A Tune function trainable as a training function: ``fn(config)``, whose returned
+    dict is reported as its last result (and a number, when it reported nothing, as
+    ``_metric``), as Ray Tune does."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self._takes_config = _takes_argument(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, config: dict[str, Any]) -> None:
+        from lockstep.train import report
+
+        out = self.fn(config) if self._takes_config else self.fn()
+        session = _session.current()
+        if isinstance(out, Mapping):
+            report(dict(out))
+        elif isinstance(out, int | float) and session is not None and not session.num_reports:
+            report({"_metric": out})
+
+
+def _takes_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
 
 
 def _check_checkpoint_frequency(trainer: type, run_config: RunConfig) -> None:

@@ -9,6 +9,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.result import Result
 from lockstep.train import CheckpointConfig, FailureConfig
 from lockstep.tune._result_grid import ResultGrid
+from lockstep.tune._run import ExperimentAnalysis, TuneError, run
 from lockstep.tune._search_space import (
     choice,
     grid_search,
@@ -33,6 +34,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
+    "ExperimentAnalysis",
     "FailureConfig",
     "Result",
     "ResultGrid",
@@ -40,6 +42,7 @@ __all__ = [
     "Stopper",
     "TuneConfig",
     "TuneContext",
+    "TuneError",
     "Tuner",
     "choice",
     "get_checkpoint",
@@ -55,6 +58,7 @@ __all__ = [
     "randint",
     "randn",
     "report",
+    "run",
     "sample_from",
     "uniform",
     "with_parameters",

@@ -13,7 +13,7 @@ def machine_resources() -> dict[str, float]:
     if ray is not None and ray.is_initialized():
         total = ray.cluster_resources()
         return {"CPU": float(total.get("CPU", 0)), "GPU": float(total.get("GPU", 0))}
-    from lockstep._internal.execution.worker_group.process.gpus import visible_gpus
+    from lockstep._core.accelerators import visible_gpus
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"CPU": float(cpus or 1), "GPU": float(len(visible_gpus()))}

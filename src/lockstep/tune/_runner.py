@@ -1,8 +1,11 @@
 """The trial runner: admits trials into the resource pool, carries out the decisions of
 stoppers and schedulers, tells the search algorithm and the callbacks, saves the state.
 
-Trials run in threads; every report goes through :meth:`TrialRunner._on_report` in the
-runner's thread, which answers with the decision the trial's thread then carries out.
+Each trial is a lockstep run in a thread of its own. The runner's link is one listener of
+the run's events: every recorded step goes through :meth:`TrialRunner._on_report` in the
+runner's thread, whose decision goes back to the run as a directive (stop, pause), which
+its controller carries out. The runner never writes into a trial's directory: the run's
+record is the one writer there.
 """
 
 from __future__ import annotations
@@ -18,13 +21,20 @@ from typing import Any
 from lockstep._core import storage
 from lockstep._core.callback import Callback, Trial
 from lockstep._core.checkpoint import Checkpoint
-from lockstep._core.run_state import RunState
+from lockstep._core.result import user_metrics
+from lockstep._core.run_events import (
+    AttemptFailed,
+    Directive,
+    RunEvent,
+    StepRecorded,
+    tune_result,
+)
+from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
-from lockstep.tune._session import FunctionSession, TuneContext
 from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
 from lockstep.tune._stopper import Stopper
-from lockstep.tune._trainable import TrainerTrainable, run_function, trial_run_config
+from lockstep.tune._trainable import run_trial, trial_run_config
 from lockstep.tune._trial import (
     ERROR,
     PAUSED,
@@ -32,7 +42,6 @@ from lockstep.tune._trial import (
     RUNNING,
     TERMINATED,
     TuneTrial,
-    latest_checkpoint_name,
 )
 from lockstep.tune.schedulers._base import Exploit, TrialScheduler
 from lockstep.tune.search._searcher import Searcher
@@ -43,16 +52,48 @@ class _Report:
     trial: TuneTrial
     result: dict[str, Any]
     checkpoint: Checkpoint | None
-    reply: queue.SimpleQueue[Any]
+    reply: queue.SimpleQueue[Directive]
+
+
+@dataclasses.dataclass
+class _Recovering:
+    """The trial's run failed and restarts from its latest checkpoint."""
+
+    trial: TuneTrial
 
 
 @dataclasses.dataclass
 class _Ended:
     trial: TuneTrial
-    outcome: str  # "done" | "stopped" | "paused" | "error"
+    outcome: str  # "done" | "paused" | "error"
     error: BaseException | None = None
     traceback: str | None = None
-    result: Any = None
+
+
+_Event = _Report | _Recovering | _Ended
+
+
+class TrialLink:
+    """The runner's listener of one trial's run, in the trial's thread: each recorded
+    step becomes a result for the runner, whose decision comes back as a directive."""
+
+    events = (StepRecorded, AttemptFailed)
+
+    def __init__(self, trial: TuneTrial, events: queue.SimpleQueue[_Event]) -> None:
+        self._trial = trial
+        self._events = events
+
+    def on_event(self, event: RunEvent) -> Directive | None:
+        if isinstance(event, AttemptFailed):
+            if event.restarting:
+                self._events.put(_Recovering(self._trial))
+            return None
+        assert isinstance(event, StepRecorded)
+        trial = self._trial
+        result = tune_result(event.row, event.clock, trial_id=trial.trial_id, config=trial.config)
+        reply: queue.SimpleQueue[Directive] = queue.SimpleQueue()
+        self._events.put(_Report(trial, result, event.checkpoint, reply))
+        return reply.get()
 
 
 @dataclasses.dataclass
@@ -69,7 +110,6 @@ class RunnerSetup:
     max_concurrent: int
     num_samples: int
     time_budget_s: float | None
-    max_failures: int
     run_config: Any
     new_trial: Callable[[dict[str, Any]], TuneTrial]
     table: TrialTable
@@ -82,7 +122,7 @@ class TrialRunner:
         self._s = setup
         self.trials = trials
         self._num_created = num_created
-        self._events: queue.SimpleQueue[_Report | _Ended] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._threads: dict[str, threading.Thread] = {}
         self._iteration = 0
         self._started = time.monotonic()
@@ -113,6 +153,9 @@ class TrialRunner:
 
     def _loop(self) -> None:
         while True:
+            # An exception in a callback's hook ends the experiment, restorable (Ray's).
+            for callback in self._s.callbacks:
+                callback.on_step_begin(self._iteration, list(self.trials))
             self._check_budget()
             self._start_trials()
             if not self._threads and self._nothing_left():
@@ -125,6 +168,8 @@ class TrialRunner:
                     break
             if self._throttle.due():
                 self.save(status="running")
+            for callback in self._s.callbacks:
+                callback.on_step_end(self._iteration, list(self.trials))
 
     def _nothing_left(self) -> bool:
         waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
@@ -186,6 +231,7 @@ class TrialRunner:
         self._num_created += 1
         self.trials.append(trial)
         self._journal.created(trial)
+        self._searching()  # the last trial's results are judged knowing it is the last
         self._s.scheduler.on_trial_add(self, trial)
         return trial
 
@@ -194,90 +240,62 @@ class TrialRunner:
         trial.status = RUNNING
         trial.stop_requested = False
         trial.run_dir.makedirs()
-        restore = trial.restore_checkpoint or trial.checkpoint
-        trial.restore_checkpoint = None
+        run = TrialRun(
+            trial_id=trial.trial_id,
+            trial_name=str(trial),
+            resources=dict(trial.resources),
+            listener=TrialLink(trial, self._events),
+            start_from=trial.restore_checkpoint,
+            start_metrics=trial.restore_metrics,
+        )
+        restored = trial.restore_checkpoint is not None or trial.checkpoint is not None
+        trial.restore_checkpoint, trial.restore_metrics = None, {}
         thread = threading.Thread(
             target=self._run_trial,
-            args=(trial, restore),
+            args=(trial, run),
             name=f"lockstep-trial-{trial.trial_id}",
             daemon=True,
         )
         self._threads[trial.trial_id] = thread
         for callback in self._s.callbacks:
             callback.on_trial_start(self._iteration, list(self.trials), trial)
+            if restored:
+                callback.on_trial_restore(self._iteration, list(self.trials), trial)
         self._s.table.update(trial)
         thread.start()
 
     # -- in the trial's thread ------------------------------------------------------------
 
-    def _run_trial(self, trial: TuneTrial, restore: Checkpoint | None) -> None:
+    def _run_trial(self, trial: TuneTrial, run: TrialRun) -> None:
         try:
-            outcome, value = self._execute(trial, restore)
-            self._events.put(_Ended(trial, outcome, result=value))
+            outcome = self._execute(trial, run)
+            self._events.put(_Ended(trial, outcome.status))
         except BaseException as exc:
             self._events.put(_Ended(trial, "error", exc, traceback.format_exc()))
 
-    def _execute(self, trial: TuneTrial, restore: Checkpoint | None) -> tuple[str, Any]:
-        context = TuneContext.single_worker(
-            experiment_name=self._s.run_config.name or "",
-            run_path=trial.path,
-            trial_id=trial.trial_id,
-            trial_name=str(trial),
-            trial_resources=dict(trial.resources),
+    def _execute(self, trial: TuneTrial, run: TrialRun) -> TrialOutcome:
+        run_config = trial_run_config(
+            self._s.run_config,
+            self._s.trainable,
+            name=trial.dirname,
+            storage_path=self._s.experiment_dir.uri,
         )
-        on_report = self._reporter(trial)
-        trainable = self._s.trainable
-        if isinstance(trainable, TrainerTrainable):
-            return trainable.run(
-                dict(trial.config),
-                run_config=trial_run_config(
-                    self._s.run_config,
-                    name=trial.dirname,
-                    storage_path=self._s.experiment_dir.uri,
-                    checkpoint_config=_given(
-                        self._s.run_config.checkpoint_config,
-                        trainable.base_run_config.checkpoint_config,
-                    ),
-                    failure_config=_given(
-                        self._s.run_config.failure_config,
-                        trainable.base_run_config.failure_config,
-                    ),
-                ),
-                context=context,
-                resume_from=restore,
-                on_report=on_report,
-                start_iteration=trial.iteration,
-            )
-        session = FunctionSession(
-            run_dir=trial.run_dir,
-            context=context,
-            start_iteration=trial.iteration,
-            checkpoint=restore,
-            time_offset=float(trial.last_result.get("time_total_s", 0.0)),
-            on_report=on_report,
-            checkpoint_config=self._s.run_config.checkpoint_config,
-        )
-        return run_function(trainable, dict(trial.config), session), None
-
-    def _reporter(self, trial: TuneTrial) -> Callable[[dict[str, Any], Checkpoint | None], Any]:
-        def on_report(result: dict[str, Any], checkpoint: Checkpoint | None) -> Any:
-            reply: queue.SimpleQueue[Any] = queue.SimpleQueue()
-            self._events.put(_Report(trial, result, checkpoint, reply))
-            return reply.get()
-
-        return on_report
+        return run_trial(self._s.trainable, dict(trial.config), run_config=run_config, trial=run)
 
     # -- in the runner's thread -------------------------------------------------------------
 
-    def _handle(self, event: _Report | _Ended) -> None:
+    def _handle(self, event: _Event) -> None:
         self._iteration += 1
         if isinstance(event, _Report):
             try:
                 decision = self._on_report(event)
             except BaseException:
-                event.reply.put(TrialScheduler.STOP)
+                event.reply.put(Directive.PAUSE)  # the experiment ends: restorable
                 raise
-            event.reply.put(decision)
+            event.reply.put(_directive(decision))
+        elif isinstance(event, _Recovering):
+            for callback in self._s.callbacks:
+                callback.on_trial_recover(self._iteration, list(self.trials), event.trial)
         else:
             self._on_ended(event)
 
@@ -288,6 +306,8 @@ class TrialRunner:
         trials: list[Trial] = list(self.trials)
         if event.checkpoint is not None:
             trial.checkpoint = event.checkpoint
+            for callback in self._s.callbacks:
+                callback.on_trial_save(self._iteration, trials, trial)
             for callback in self._s.callbacks:
                 callback.on_checkpoint(self._iteration, trials, trial, event.checkpoint)
         for callback in self._s.callbacks:
@@ -330,28 +350,21 @@ class TrialRunner:
         if trial.stop_requested:  # stopped while it was pausing
             self._finish(trial, TERMINATED)
             return
-        if exploit is None:
-            trial.status = PAUSED
-            self._s.table.update(trial)
-            return
-        donor_checkpoint = exploit.donor.checkpoint
-        trial.config = dict(exploit.config)
-        trial.restore_checkpoint = _copy_checkpoint(donor_checkpoint, trial)
-        if isinstance(self._s.trainable, TrainerTrainable):
-            _forget_checkpoints(trial.run_dir)
-        trial.status = PENDING
+        if exploit is not None:
+            # The trial's next run starts from the donor's checkpoint, with its config:
+            # the run's record copies the checkpoint in (the donor may delete its own).
+            trial.config = dict(exploit.config)
+            trial.restore_checkpoint = exploit.donor.checkpoint
+            trial.restore_metrics = user_metrics(exploit.donor.last_result)
+        trial.status = PAUSED if exploit is None else PENDING
         self._s.table.update(trial)
 
     def _errored(self, trial: TuneTrial, event: _Ended) -> None:
+        """The trial's run failed beyond its FailureConfig (the run restarted it as often
+        as that allows, from its latest checkpoint): the trial ends with the error."""
         trial.num_failures += 1
         trial.error = event.error
         trial.error_text = event.traceback
-        if event.traceback:
-            trial.run_dir.write_atomic(storage.ERROR_FILE, event.traceback.encode("utf-8"))
-        limit = self._s.max_failures
-        if limit < 0 or trial.num_failures <= limit:
-            trial.status = PENDING  # again, from its latest checkpoint
-            return
         trial.status = ERROR
         self._journal.ended(trial)
         self._s.scheduler.on_trial_error(self, trial)
@@ -387,8 +400,10 @@ class TrialRunner:
             trial.stop_requested = True
         while self._threads:
             event = self._events.get()
+            if isinstance(event, _Recovering):
+                continue
             if isinstance(event, _Report):
-                event.reply.put(TrialScheduler.STOP)
+                event.reply.put(Directive.PAUSE)  # the run stops restorable: restore runs it on
                 event.trial.last_result = event.result
                 event.trial.results.append(event.result)
                 if event.checkpoint is not None:
@@ -406,7 +421,7 @@ class TrialRunner:
                 elif event.outcome == "done":  # it finished on its own meanwhile
                     event.trial.status = TERMINATED
                     self._journal.ended(event.trial)
-                # a trial stopped here stays unfinished: restore runs it on
+                # a trial paused here stays unfinished: restore runs it on
 
     def save(self, *, status: str) -> None:
         started = time.monotonic()
@@ -429,11 +444,6 @@ class TrialRunner:
         self._throttle.done(time.monotonic() - started)
 
 
-def _given(tuner_value: Any, trainer_value: Any) -> Any:
-    """The Tuner's setting when it was given, else the trainer's own."""
-    return tuner_value if tuner_value != type(tuner_value)() else trainer_value
-
-
 def _key(trial: TuneTrial) -> str:
     return str(getattr(trial, "search_key", trial.trial_id))
 
@@ -446,24 +456,10 @@ def _self_limiting(searcher: Searcher) -> bool:
     return hasattr(inner, "total_trials")
 
 
-def _forget_checkpoints(run_dir: storage.StorageDir) -> None:
-    """The trainer resumes from its own latest checkpoint when its run has one: forget the
-    run's checkpoints so that it starts from the donor's. The rest of the state stays, so
-    that the rows already logged stay in the record, numbered as they were."""
-    if not run_dir.exists(storage.STATE_FILE):
-        return
-    state = RunState.from_json(run_dir.read_bytes(storage.STATE_FILE))
-    forgotten, state.checkpoints, state.latest = state.checkpoints, [], None
-    run_dir.write_atomic(storage.STATE_FILE, state.to_json())
-    for record in forgotten:  # after the state: it never names a checkpoint that is gone
-        run_dir.remove(record.dir_name)
-
-
-def _copy_checkpoint(checkpoint: Checkpoint | None, trial: TuneTrial) -> Checkpoint | None:
-    """A copy of a donor's checkpoint in ``trial``'s directory: the donor may delete its own."""
-    if checkpoint is None:
-        return None
-    name = f"exploit_{latest_checkpoint_name(trial.run_dir) or 'start'}_{time.time_ns()}"
-    with checkpoint.as_directory() as local_dir:
-        trial.run_dir.upload_dir(local_dir, name)
-    return Checkpoint(trial.run_dir.join(name), trial.run_dir.fs)
+def _directive(decision: Any) -> Directive:
+    """A scheduler's (or stopper's) decision as a directive for the trial's run."""
+    if decision == TrialScheduler.STOP:
+        return Directive.STOP
+    if decision == TrialScheduler.PAUSE or isinstance(decision, Exploit):
+        return Directive.PAUSE
+    return Directive.CONTINUE

@@ -36,7 +36,8 @@ class Domain:
 
 
 class Float(Domain):
-    """A float in ``[lower, upper]``, uniform or log-uniform, optionally rounded to ``q``."""
+    """A float in ``[lower, upper]``, uniform or log-uniform, optionally rounded to a
+    multiple of ``q`` (then both bounds must be multiples of ``q``, as in Ray Tune)."""
 
     def __init__(
         self, lower: float, upper: float, *, log: bool = False, q: float | None = None
@@ -45,6 +46,12 @@ class Float(Domain):
             raise ValueError(f"lower must be below upper, got [{lower}, {upper}]")
         if log and lower <= 0:
             raise ValueError(f"a log scale needs lower > 0, got {lower}. HINT: e.g. 1e-5")
+        for bound in (lower, upper):
+            if q is not None and not math.isclose(bound / q, round(bound / q)):
+                raise ValueError(
+                    f"the bound {bound} is not a multiple of q={q}, so a rounded value could "
+                    f"fall outside [{lower}, {upper}]. HINT: bounds that are multiples of q"
+                )
         self.lower, self.upper, self.log, self.q = float(lower), float(upper), log, q
 
     def sample(self, rng: Any, spec: dict[str, Any] | None = None) -> float:
@@ -52,7 +59,7 @@ class Float(Domain):
             value = math.exp(rng.uniform(math.log(self.lower), math.log(self.upper)))
         else:
             value = float(rng.uniform(self.lower, self.upper))
-        return _quantize(value, self.q)
+        return self.from_random(value)
 
     def random_distribution(self) -> Any:
         import optuna
@@ -60,7 +67,8 @@ class Float(Domain):
         return optuna.distributions.FloatDistribution(self.lower, self.upper, log=self.log)
 
     def from_random(self, value: Any) -> float:
-        return _quantize(float(value), self.q)
+        # Rounding (and exp) may step a last bit past a bound: keep the value inside.
+        return min(self.upper, max(self.lower, _quantize(float(value), self.q)))
 
     def to_optuna(self) -> Any:
         import optuna
@@ -90,7 +98,11 @@ class Normal(Domain):
 
 class Integer(Domain):
     """An integer in ``[lower, upper)`` (upper excluded, as in Ray Tune), optionally on a log
-    scale or a multiple of ``q`` (then ``upper`` is included)."""
+    scale, or a multiple of ``q`` (then ``upper`` is included, unless ``q`` is 1).
+
+    Each allowed value is as likely (each multiple of ``q``); on a log scale, an integer
+    ``k`` comes from the log-uniform floats in ``[k, k + 1)``, as in Ray Tune.
+    """
 
     def __init__(self, lower: int, upper: int, *, log: bool = False, q: int | None = None) -> None:
         if not lower < upper:
@@ -98,39 +110,47 @@ class Integer(Domain):
         if log and lower <= 0:
             raise ValueError(f"a log scale needs lower > 0, got {lower}")
         self.lower, self.upper, self.log, self.q = int(lower), int(upper), log, q
+        # The allowed values are step * i for i in [first, last].
+        self.step = q or 1
+        self.first, self.last = -(-self.lower // self.step), self.high // self.step
+        if self.last < self.first:
+            raise ValueError(
+                f"no multiple of q={q} lies in [{lower}, {upper}]. HINT: a smaller q or wider "
+                "bounds"
+            )
 
     @property
     def high(self) -> int:
         """The largest value, included."""
-        return self.upper if self.q is not None else self.upper - 1
+        return self.upper if self.q not in (None, 1) else self.upper - 1
 
     def sample(self, rng: Any, spec: dict[str, Any] | None = None) -> int:
         if self.log:
-            value = math.exp(rng.uniform(math.log(self.lower), math.log(self.high + 1)))
-            value = min(self.high, int(value))
-        else:
-            value = int(rng.integers(self.lower, self.high + 1))
-        return self.from_random(value)
+            return self.from_random(
+                math.exp(rng.uniform(math.log(self.first), math.log(self.last + 1)))
+            )
+        return self.from_random(int(rng.integers(self.first, self.last + 1)))
 
     def random_distribution(self) -> Any:
         import optuna
 
-        return optuna.distributions.IntDistribution(self.lower, self.high, log=self.log)
+        if self.log:  # floored, as Ray Tune draws a log-uniform integer
+            return optuna.distributions.FloatDistribution(self.first, self.last + 1, log=True)
+        return optuna.distributions.IntDistribution(self.first, self.last)
 
     def from_random(self, value: Any) -> int:
-        number = int(value)
-        if self.q is not None:
-            lowest = -(-self.lower // self.q) * self.q  # the multiples of q in range
-            highest = self.high // self.q * self.q
-            number = min(highest, max(lowest, int(round(number / self.q) * self.q)))
-        return number
+        """The value for ``value`` drawn from :meth:`random_distribution`: ``step`` times
+        its (floored) index."""
+        index: int = min(self.last, max(self.first, math.floor(value)))
+        return index * self.step
 
     def to_optuna(self) -> Any:
         import optuna
 
-        if self.q is not None and not self.log:
-            return optuna.distributions.IntDistribution(self.lower, self.high, step=self.q)
-        return optuna.distributions.IntDistribution(self.lower, self.high, log=self.log)
+        if self.log and self.step != 1:
+            return super().to_optuna()  # Optuna's log-scale integers take no step
+        low, high = self.first * self.step, self.last * self.step
+        return optuna.distributions.IntDistribution(low, high, log=self.log, step=self.step)
 
     def __repr__(self) -> str:
         return f"Integer({self.lower}, {self.upper}, log={self.log}, q={self.q})"
@@ -172,15 +192,15 @@ class Function(Domain):
         if not callable(func):
             raise ValueError("sample_from takes a function. HINT: sample_from(lambda spec: ...)")
         self.func = func
+        self.takes_spec = _callable_with(func, 1)
+        if not self.takes_spec and not _callable_with(func, 0):
+            raise ValueError(
+                f"sample_from's function {func!r} must take one argument (the config) or "
+                "none. HINT: sample_from(lambda spec: spec.config.lr * 2)"
+            )
 
     def sample(self, rng: Any, spec: dict[str, Any] | None = None) -> Any:
-        import inspect
-
-        try:
-            takes = len(inspect.signature(self.func).parameters) > 0
-        except (TypeError, ValueError):
-            takes = True
-        if not takes:
+        if not self.takes_spec:
             return self.func()
         return self.func(_Spec(spec or {}))
 
@@ -188,12 +208,30 @@ class Function(Domain):
         return f"Function({self.func!r})"
 
 
+def _callable_with(func: Callable[..., Any], count: int) -> bool:
+    import inspect
+
+    try:
+        inspect.signature(func).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): assume it takes the config
+        return count == 1
+    return True
+
+
 class _Spec(dict):  # type: ignore[type-arg]
-    """The resolved config as ``sample_from`` functions see it: ``spec.config.lr`` works."""
+    """The resolved config as ``sample_from`` functions see it: ``spec["lr"]``,
+    ``spec.config.lr`` and ``spec["config"]["lr"]`` all work."""
 
     @property
     def config(self) -> _Spec:
         return self
+
+    def __missing__(self, key: Any) -> Any:
+        if key == "config":
+            return self
+        raise KeyError(key)
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -12,8 +12,7 @@ import json
 import time
 from typing import Any
 
-from lockstep._core import storage
-from lockstep.train import _pickling as pickling
+from lockstep._core import pickling, storage
 
 TUNER_FILE = "tuner.pkl"
 STATE_FILE = "experiment_state.pkl"

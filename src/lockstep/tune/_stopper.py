@@ -44,18 +44,43 @@ class MaximumIterationStopper(Stopper):
 
 
 class _DictStopper(Stopper):
-    """``{"metric": threshold}``: a trial stops once any metric reaches its threshold."""
+    """``{"metric": threshold}``: a trial stops once any metric reaches its threshold.
+
+    A nested metric is named by its path, ``{"val/loss": ...}`` (or a nested dict of
+    thresholds), as Ray Tune flattens results.
+    """
 
     def __init__(self, criteria: Mapping[str, Any]) -> None:
-        self._criteria = dict(criteria)
+        self._criteria = dict(_flatten(criteria))
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         for key, threshold in self._criteria.items():
-            if key not in result:
-                continue
-            if result[key] >= threshold:
+            value = _lookup(result, key)
+            if value is not None and value >= threshold:
                 return True
         return False
+
+
+def _flatten(criteria: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in criteria.items():
+        if isinstance(value, Mapping):
+            items += _flatten(value, f"{prefix}{key}/")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
+
+
+def _lookup(result: Mapping[str, Any], key: str) -> Any:
+    """``result[key]``, or the nested value at the path ``key`` ("a/b"); None if absent."""
+    if key in result:
+        return result[key]
+    value: Any = result
+    for part in key.split("/"):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 class _FunctionStopper(Stopper):

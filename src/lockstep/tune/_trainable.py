@@ -1,8 +1,8 @@
 """What a trial runs: a function ``fn(config)`` or a lockstep trainer, one per config.
 
-Each trial runs in a thread of the driver. A function runs right there; a trainer's
-``fit()`` runs there with its own controller and its own workers, and is stopped through
-the report callback the Tuner gives it.
+Each trial runs in a thread of the driver, as a lockstep run: a trainer's ``fit()`` with its
+own controller and workers, or a function run inline as a trainer of no workers. The
+Tuner's link listens to the run, and the scheduler's decisions reach it as directives.
 """
 
 from __future__ import annotations
@@ -14,16 +14,13 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lockstep._core.checkpoint import Checkpoint
+from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep.train import (
-    CheckpointConfig,
     DataParallelTrainer,
-    FailureConfig,
     RunConfig,
     ScalingConfig,
     UserCallback,
 )
-from lockstep.tune._session import FunctionSession, TrialPaused, TrialStopped, TuneContext, install
 
 RESOURCES_ATTR = "_lockstep_resources"
 
@@ -120,43 +117,17 @@ def trainable_name(trainable: Any) -> str:
     return str(getattr(trainable, "__name__", type(trainable).__name__))
 
 
-# -- running a function trial ---------------------------------------------------------------
+# -- running a trial ------------------------------------------------------------------------
 
 
-def run_function(
-    fn: Callable[..., Any],
-    config: dict[str, Any],
-    session: FunctionSession,
-) -> str:
-    """Run ``fn(config)`` with ``session`` installed; ``"done"``, ``"stopped"`` or ``"paused"``.
-
-    A returned dict is reported as the trial's last result, as in Ray Tune.
-    """
-    install(session)
-    try:
-        takes_config = _takes_argument(fn)
-        out = fn(config) if takes_config else fn()
-        if isinstance(out, Mapping):
-            session.report(dict(out))
-        elif out is not None and session.num_reports == 0 and isinstance(out, int | float):
-            session.report({"_metric": out})
-        return "done"
-    except TrialStopped:
-        return "stopped"
-    except TrialPaused:
-        return "paused"
-    finally:
-        install(None)
-
-
-def _takes_argument(fn: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
-    )
+def run_trial(
+    trainable: Any, config: dict[str, Any], *, run_config: RunConfig, trial: TrialRun
+) -> TrialOutcome:
+    """One run of a trial of ``trainable`` with ``config``, to its end."""
+    if isinstance(trainable, TrainerTrainable):
+        return trainable.run(config, run_config=run_config, trial=trial)
+    runner = DataParallelTrainer._function_trial(trainable, config, run_config)
+    return runner._run_trial(trial)
 
 
 # -- a trainer as the trainable -------------------------------------------------------------
@@ -173,6 +144,8 @@ class TrainerTrainable:
         self.trainer_cls = type(trainer)
         self.base_kwargs: dict[str, Any] = trainer._spec.arguments()
         self.base_run_config: RunConfig = trainer.run_config
+        # The RunConfig given to the trainer, which a Tuner given none uses (as Ray's)
+        self.own_run_config: RunConfig | None = trainer._spec.run_config
         self.name = type(trainer).__name__
         self.datasets: dict[str, Any] = {}
         signature = inspect.signature(self.trainer_cls)
@@ -217,33 +190,12 @@ class TrainerTrainable:
         return _scaling_resources(scaling)
 
     def run(
-        self,
-        config: dict[str, Any],
-        *,
-        run_config: RunConfig,
-        context: TuneContext,
-        resume_from: Checkpoint | None,
-        on_report: Callable[[dict[str, Any], Checkpoint | None], Any],
-        start_iteration: int,
-    ) -> tuple[str, Any]:
-        """One trial: ``fit()`` to its end; ``("done", Result)``, ``("stopped", None)``, ..."""
+        self, config: dict[str, Any], *, run_config: RunConfig, trial: TrialRun
+    ) -> TrialOutcome:
+        """One run of a trial: the trainer of ``config``'s arguments, fit to its end."""
         kwargs = self.kwargs(config)
-        if resume_from is not None:
-            kwargs["resume_from_checkpoint"] = resume_from
-        kwargs["run_config"] = dataclasses.replace(
-            run_config,
-            callbacks=(
-                _Reporter(on_report, context.trial_id, start_iteration),
-                *run_config.callbacks,
-            ),
-        )
-        trainer = self.trainer_cls(**kwargs)
-        try:
-            return "done", trainer.fit()
-        except TrialStopped:
-            return "stopped", None
-        except TrialPaused:
-            return "paused", None
+        kwargs["run_config"] = run_config
+        return self.trainer_cls(**kwargs)._run_trial(trial)
 
 
 def _merge_scaling(base: Any, override: Any) -> ScalingConfig:
@@ -262,57 +214,24 @@ def _merge_scaling(base: Any, override: Any) -> ScalingConfig:
     )
 
 
-class _Reporter(UserCallback):
-    """Sends rank 0's metrics of every step to the Tuner and carries out its decision."""
-
-    def __init__(self, on_report: Any, trial_id: str, start_iteration: int) -> None:
-        self._on_report = on_report
-        self._trial_id = trial_id
-        self._iteration = start_iteration
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The trainer saves its run config for Trainer.restore; the link to this Tuner
-        # cannot outlive it.
-        return {**self.__dict__, "_on_report": None}
-
-    def after_report(
-        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Checkpoint | None
-    ) -> None:
-        if self._on_report is None:
-            return
-        import time
-
-        from lockstep.tune.schedulers._base import Exploit, TrialScheduler
-
-        self._iteration += 1
-        result = {
-            **metrics[0],
-            "training_iteration": self._iteration,
-            "trial_id": self._trial_id,
-            "timestamp": time.time(),
-        }
-        decision = self._on_report(result, checkpoint)
-        if decision == TrialScheduler.STOP:
-            raise TrialStopped()
-        if decision == TrialScheduler.PAUSE or isinstance(decision, Exploit):
-            raise TrialPaused()
-
-
 def trial_run_config(
-    base: RunConfig,
-    *,
-    name: str,
-    storage_path: str,
-    checkpoint_config: CheckpointConfig | None,
-    failure_config: FailureConfig | None,
+    experiment: RunConfig, trainable: Any, *, name: str, storage_path: str
 ) -> RunConfig:
-    """The run config of one trainer trial: its directory in the experiment's, silent."""
-    user_callbacks = tuple(c for c in base.callbacks if isinstance(c, UserCallback))
+    """The run config of one trial: its directory in the experiment's, silent; the
+    Tuner's checkpoint and failure configs, or a trainer's own where the Tuner set none
+    (applied once, by the trial's run); the Tuner's Train callbacks (its Tune callbacks
+    see each trial from the experiment)."""
+    own = trainable.base_run_config if isinstance(trainable, TrainerTrainable) else RunConfig()
     return RunConfig(
         name=name,
         storage_path=storage_path,
-        checkpoint_config=checkpoint_config or base.checkpoint_config,
-        failure_config=failure_config or base.failure_config,
-        callbacks=user_callbacks,
+        checkpoint_config=_given(experiment.checkpoint_config, own.checkpoint_config),
+        failure_config=_given(experiment.failure_config, own.failure_config),
+        callbacks=tuple(c for c in experiment.callbacks if isinstance(c, UserCallback)),
         verbose=0,
     )
+
+
+def _given(tuner_value: Any, trainer_value: Any) -> Any:
+    """The Tuner's setting when it was given, else the trainer's own."""
+    return tuner_value if tuner_value != type(tuner_value)() else trainer_value

@@ -9,6 +9,7 @@ from lockstep._core import storage
 from lockstep._core.callback import Trial
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.result import Result, read_results
+from lockstep._core.run_state import RunState
 
 PENDING, RUNNING, PAUSED, TERMINATED, ERROR = (
     "PENDING",
@@ -41,7 +42,9 @@ class TuneTrial(Trial):
         self.dirname = dirname
         self.resources = resources
         self.checkpoint: Checkpoint | None = None
+        # A PBT donor's checkpoint (and what its step reported) the next run starts from.
         self.restore_checkpoint: Checkpoint | None = None
+        self.restore_metrics: dict[str, Any] = {}
         self.results: list[dict[str, Any]] = []
         self.error_text: str | None = None
         self.num_failures = 0
@@ -93,11 +96,10 @@ class TuneTrial(Trial):
 
 
 def latest_checkpoint_name(run_dir: storage.StorageDir) -> str | None:
-    """The newest committed checkpoint directory in ``run_dir`` (renamed in whole)."""
-    if not run_dir.exists():
+    """The latest committed checkpoint of the trial's run, as its run state names it."""
+    if not run_dir.exists(storage.STATE_FILE):
         return None
-    names = sorted(n for n in run_dir.listdir() if n.startswith(storage.CHECKPOINT_PREFIX))
-    return names[-1] if names else None
+    return RunState.from_json(run_dir.read_bytes(storage.STATE_FILE)).latest
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+@-]+")

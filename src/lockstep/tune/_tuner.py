@@ -10,11 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lockstep._core import flags, storage
+from lockstep._core import flags, pickling, storage
 from lockstep._core.callback import Callback
 from lockstep.train import DataParallelTrainer
 from lockstep.train import RunConfig as TrainRunConfig
-from lockstep.train import _pickling as pickling
 from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid
@@ -178,6 +177,8 @@ class Tuner:
     ) -> None:
         self._trainable = _as_trainable(trainable)
         self._param_space = dict(param_space or {})
+        if run_config is None and name is None and isinstance(self._trainable, TrainerTrainable):
+            run_config = self._trainable.own_run_config  # the trainer's, as in Ray
         self._tune_config = tune_config or TuneConfig()
         if not isinstance(self._tune_config, TuneConfig):
             raise ValueError("tune_config must be a TuneConfig. HINT: tune.TuneConfig(...)")
@@ -270,7 +271,6 @@ class Tuner:
             max_concurrent=limit,
             num_samples=config.num_samples,
             time_budget_s=config.time_budget_s,
-            max_failures=self._run_config.failure_config.max_failures,
             run_config=self._run_config,
             new_trial=lambda c: self._new_trial(c, exp_dir, pool, len(runner.trials)),
             table=TrialTable(

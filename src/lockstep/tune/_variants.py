@@ -1,13 +1,12 @@
 """Turning a ``param_space`` into concrete configs: grid expansion, then sampling.
 
-Paths into the nested dict are tuples of keys; grid entries are expanded in the order the
-keys appear, the last one varying fastest (as Ray Tune does).
+Paths into the nested dict are tuples of keys; grid entries are expanded in the order of
+their sorted paths, the first one varying fastest (as Ray Tune does).
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -40,8 +39,9 @@ def get_path(config: Mapping[str, Any], path: Path) -> Any:
 
 
 def grid_paths(space: Mapping[str, Any]) -> list[tuple[Path, list[Any]]]:
-    """The grid entries of ``space``, each with its values."""
-    return [(path, list(value["grid_search"])) for path, value in walk(space) if is_grid(value)]
+    """The grid entries of ``space``, each with its values, sorted by path."""
+    grids = [(path, list(value["grid_search"])) for path, value in walk(space) if is_grid(value)]
+    return sorted(grids, key=lambda grid: tuple(map(str, grid[0])))
 
 
 def num_grid_variants(space: Mapping[str, Any]) -> int:
@@ -53,11 +53,12 @@ def num_grid_variants(space: Mapping[str, Any]) -> int:
 
 
 def grid_variant(space: Mapping[str, Any], index: int) -> dict[tuple[str, ...], Any]:
-    """The ``index``-th combination of grid values (last key fastest)."""
-    grids = grid_paths(space)
-    combos = itertools.product(*(values for _, values in grids))
-    chosen = next(itertools.islice(combos, index, None))
-    return {path: value for (path, _), value in zip(grids, chosen, strict=True)}
+    """The ``index``-th combination of grid values (the first path fastest)."""
+    chosen = {}
+    for path, values in grid_paths(space):
+        index, position = divmod(index, len(values))
+        chosen[path] = values[position]
+    return chosen
 
 
 def resolve(

@@ -42,7 +42,8 @@ def test_every_constructor_makes_the_blocks_asked_for_and_never_more_than_rows(n
     make = CONSTRUCTORS[name]
     ds = make(override_num_blocks=4)
     assert ds.num_blocks() == 4 and ds.count() == 20
-    assert make(override_num_blocks=50).num_blocks() == 20
+    # from_pandas repartitions as Ray does: exactly the blocks asked for, some empty
+    assert make(override_num_blocks=50).num_blocks() == (50 if name == "from_pandas" else 20)
     with pytest.warns(DeprecationWarning, match="parallelism"):
         assert make(parallelism=3).num_blocks() == 3
     with pytest.raises(ValueError, match="override_num_blocks must be a positive int"):
@@ -75,3 +76,9 @@ def test_other_readers_group_files_at_most_one_block_per_file(files, reader):
 def test_an_empty_dataset_has_one_block():
     assert ld.range(0, override_num_blocks=4).num_blocks() == 1
     assert ld.from_items([], override_num_blocks=4).num_blocks() == 1
+
+
+def test_from_pandas_of_one_row_in_two_blocks_has_two_blocks():
+    # after Ray's python/ray/data/tests/datasource/test_pandas.py
+    ds = ld.from_pandas([pd.DataFrame({"number": [0]})], override_num_blocks=2)
+    assert ds.materialize().num_blocks() == 2 and ds.take_all() == [{"number": 0}]

@@ -40,7 +40,7 @@ def test_a_callable_class_in_an_actor_pool_is_built_once_per_process_with_its_ar
 
 @pytest.mark.parametrize("compute", ["tasks", ld.TaskPoolStrategy(size=2), None])
 def test_functions_take_task_strategies(compute):
-    ds = ld.range(3).map_batches(lambda b: b, compute=compute, concurrency=(1, 2), num_cpus=1)
+    ds = ld.range(3).map_batches(lambda b: b, compute=compute, concurrency=2, num_cpus=1)
     assert ds.count() == 3
     assert ld.range(3).map(lambda r: r, compute=compute, num_cpus=0.5).count() == 3
     assert ld.range(3).filter(lambda r: r["id"] > 0, concurrency=2).count() == 2
@@ -53,13 +53,27 @@ def test_functions_take_task_strategies(compute):
         ({"compute": "actors"}, "not a callable class"),
         ({"compute": ld.ActorPoolStrategy(size=2)}, "not a callable class"),
         ({"compute": "gpus"}, "compute must be"),
-        ({"concurrency": 0}, "concurrency must be a positive int"),
+        ({"concurrency": 0}, "expected to be set as an integer"),
+        ({"concurrency": "spam"}, "expected to be set as an integer"),
+        ({"concurrency": (1, 2)}, "``fn`` is not a callable class"),
+        ({"concurrency": (1, 2, 3, 4)}, "expected to be set as a tuple"),
         ({"num_cpus": -1}, "num_cpus must be a non-negative number"),
     ],
 )
 def test_arguments_ray_refuses_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ld.range(3).map_batches(lambda b: b, **kwargs)
+
+
+def test_a_callable_class_takes_a_min_max_pool_with_min_at_most_max():
+    class Same:
+        def __call__(self, batch):
+            return batch
+
+    assert ld.range(3).map_batches(Same, concurrency=(1, 2)).count() == 3
+    assert ld.range(3).map_batches(Same, concurrency=(1, 3, 2)).count() == 3
+    with pytest.raises(ValueError, match="min_size must be <= max_size"):
+        ld.range(3).map_batches(Same, concurrency=(3, 2))
 
 
 def test_actor_pool_strategy_checks_its_sizes():

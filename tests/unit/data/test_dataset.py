@@ -304,6 +304,8 @@ def test_stats_describe_the_blocks_and_the_last_pass():
         pass
     text = ds.stats()
     assert "range(0, 8)" in text and "map(" in text and "8 rows in 2 batches" in text
+    assert text.startswith("Operator 0 Read: 1 blocks") and "\nOperator 1 map(" in text
+    assert "Dataset iterator time breakdown:" in text and "Dataset throughput:" in text
 
 
 def test_a_dataset_pickles_as_its_description():
@@ -316,8 +318,18 @@ def test_a_dataset_pickles_as_its_description():
 
 
 def test_repr_uses_only_what_is_known_without_reading():
-    assert repr(ld.range(3)) == "Dataset(num_blocks=1, num_rows=3, schema={id: int64})"
+    # Ray's table (python/ray/data/tests/test_consumption.py): rows only when in memory
+    assert repr(ld.range(3)) == (
+        "shape: (3, 1)\n╭───────╮\n│ id    │\n│ ---   │\n│ int64 │\n╰───────╯\n"
+        "(Dataset isn't materialized)"
+    )
+    shown = repr(ld.range(20).materialize()).splitlines()
+    assert shown[0] == "shape: (20, 1)" and shown[-1] == "(Showing 10 of 20 rows)"
+    assert [line.strip("│ ") for line in shown[6:17]] == [*"01234", "…", *map(str, range(15, 20))]
     assert "num_rows=?" in repr(ld.range(3).filter(lambda r: True))
+    assert repr(ld.from_items([{"text": "spam", "number": 0}]).schema()) == (
+        "Column  Type\n------  ----\ntext    string\nnumber  int64"
+    )
 
 
 @pytest.mark.parametrize(
@@ -331,7 +343,7 @@ def test_repr_uses_only_what_is_known_without_reading():
         (lambda ds: ds.filter(expr="id >"), "cannot read the expression"),
         (lambda ds: ds.select_columns(["nope"]), r"\['nope'\] do not exist"),
         (lambda ds: ds.drop_columns("nope"), "do not exist"),
-        (lambda ds: ds.rename_columns(["a", "b"]), "2 names for 1 columns"),
+        (lambda ds: ds.rename_columns(["a", "b"]), "length match current schema names"),
         (lambda ds: ds.limit(-1), "non-negative"),
         (lambda ds: ds.sort("id", descending=[True, False]), "descending flags"),
         (lambda ds: ds.map(lambda r: r, fn_constructor_args=(1,)), "callable class"),
@@ -386,3 +398,16 @@ def test_a_dataset_with_a_local_function_goes_through_plain_pickle():
 
     ds = pickle.loads(pickle.dumps(ld.range(3).map(shift).map_batches(lambda b: b)))
     assert [r["id"] for r in ds.take_all()] == [10, 11, 12]
+
+
+def test_map_refuses_rows_that_change_columns_as_ray_does():
+    # after Ray's python/ray/data/tests/test_map.py
+    ds = ld.range(10, override_num_blocks=1)
+
+    def bad(row):
+        return {"a": "x"} if row["id"] > 5 else {"b": "x"}
+
+    with pytest.raises(ValueError, match=r"Current row has different columns.*HINT"):
+        ds.map(bad).materialize()
+    good = ds.map(lambda r: {"a": 1, "b": 2} if r["id"] > 5 else {"b": 2, "a": 1})
+    assert good.take_all() == [{"a": 1, "b": 2}] * 10

@@ -1,9 +1,13 @@
 """groupby(...).aggregate and the aggregations, against pandas."""
 
+import math
+import random
+
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lockstep.data as ld
 from lockstep.data.aggregate import Count, Max, Mean, Min, Std, Sum
@@ -94,3 +98,37 @@ def test_bad_groupby_arguments():
         ld.range(3).groupby("id").aggregate("sum")
     with pytest.raises(ValueError, match="one column name"):
         Sum(["a", "b"])
+
+
+# After Ray's python/ray/data/tests/test_dataset_aggregrations.py: aggregates are exact,
+# whatever the blocks and their order.
+
+
+@settings(**SETTINGS)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=60),
+    seed=st.integers(0, 2**16),
+    num_blocks=st.integers(1, 12),
+)
+def test_sum_mean_and_std_do_not_depend_on_the_blocks(values, seed, num_blocks):
+    def figures(xs, n):
+        ds = ld.from_items([{"x": x} for x in xs]).repartition(min(n, len(xs)))
+        return ds.sum("x"), ds.mean("x"), ds.std("x"), ds.std("x", ddof=0)
+
+    shuffled = list(values)
+    random.Random(seed).shuffle(shuffled)
+    assert figures(values, 1) == figures(shuffled, num_blocks)
+
+
+def test_the_mean_of_0_to_99_over_30_shuffled_blocks_is_49_5():
+    xs = list(range(100))
+    random.Random(1740035705).shuffle(xs)
+    ds = ld.from_items([{"A": x} for x in xs]).repartition(30)
+    assert ds.mean("A") == 49.5
+    assert ds.map_batches(lambda b: b, batch_size=None, batch_format="pandas").mean("A") == 49.5
+
+
+def test_std_of_one_value_is_nan_and_of_none_is_none_as_in_ray():
+    assert math.isnan(ld.from_items([{"A": 3}]).std("A"))
+    assert ld.from_items([{"A": 3}]).std("A", ddof=0) == 0.0
+    assert ld.from_items([{"A": None}]).std("A") is None

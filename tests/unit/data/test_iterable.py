@@ -274,3 +274,33 @@ def test_a_local_shuffle_without_a_seed_differs_between_epochs_and_with_one_repe
     assert first != second and sorted(first[0]) == sorted(second[0]) == list(range(200))
     seeded = ds.iter_batches(batch_size=200, local_shuffle_buffer_size=200, local_shuffle_seed=3)
     assert [b["id"].tolist() for b in seeded] == [b["id"].tolist() for b in seeded]
+
+
+# After Ray's python/ray/data/tests/test_iterator.py and the older test_torch.py.
+
+
+def test_a_column_of_nulls_becomes_a_nan_tensor():
+    table = pa.table({"fruit_apple": pa.chunked_array([pa.nulls(1), pa.nulls(2)])})
+    (batch,) = list(ld.from_arrow(table).iterator().iter_torch_batches())
+    assert batch["fruit_apple"].shape == (3,) and torch.isnan(batch["fruit_apple"]).all()
+
+
+def test_to_torch_gives_each_column_its_own_axis_as_ray_does():
+    arr = np.arange(24).reshape(3, 2, 2, 2)
+    ds = ld.from_items([{"one": arr[i], "two": arr[i] + 1, "label": float(i)} for i in range(3)])
+    with pytest.warns(DeprecationWarning, match="iter_torch_batches"):
+        torch_ds = ds.to_torch(label_column="label", batch_size=3, unsqueeze_label_tensor=False)
+    features, labels = next(iter(torch_ds))
+    assert features.shape == (3, 2, 2, 2, 2)
+    np.testing.assert_array_equal(features.numpy(), np.stack([arr, arr + 1], axis=1))
+    lists = ld.from_items([{"v": [1, 2, 3], "y": 1.0}, {"v": [4, 5, 6], "y": 2.0}])
+    with pytest.warns(DeprecationWarning):
+        features, labels = next(iter(lists.to_torch(label_column="y", batch_size=2)))
+    assert features.shape == (2, 1, 3) and labels.shape == (2, 1)
+
+
+def test_numpy_integers_are_batch_sizes():
+    ds = ld.range(10)
+    assert [len(b["id"]) for b in ds.iter_batches(batch_size=np.int64(4))] == [4, 4, 2]
+    assert ds.map_batches(lambda b: b, batch_size=np.int32(3)).count() == 10
+    assert ds.take(np.int64(2)) == [{"id": 0}, {"id": 1}]

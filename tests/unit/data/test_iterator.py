@@ -45,5 +45,6 @@ def test_stats_report_the_latest_pass():
     assert "No pass" in it.stats()
     for _ in it.iter_batches(batch_size=3):
         pass
-    assert it.stats().startswith("Last pass: 10 rows in 4 batches")
+    assert "* Last pass: 10 rows in 4 batches" in it.stats()
+    assert it.stats().startswith("Dataset iterator time breakdown:\n* Total time overall: ")
     assert repr(it).startswith("DataIterator(Dataset(")

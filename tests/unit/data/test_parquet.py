@@ -1,6 +1,7 @@
 """Parquet: counts from footers, splits at row groups, each part reads only its own files,
 column and filter pushdown, and streaming with bounded memory."""
 
+import os
 import pickle
 
 import fsspec
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -180,3 +182,83 @@ def test_s3_urls_through_fsspec(s3_endpoint):
         list(range(10)),
         list(range(10, 20)),
     ]
+
+
+# After Ray's python/ray/data/tests/datasource/test_parquet.py.
+
+
+def small_files(tmp_path, count):
+    paths = []
+    for i in range(count):
+        path = str(tmp_path / f"f{i}.parquet")
+        pq.write_table(pa.table({"col1": range(10 * i, 10 * i + 10)}), path)
+        paths.append(path)
+    return paths
+
+
+def test_a_seeded_file_shuffle_gives_every_dataset_the_same_orders(tmp_path):
+    paths = small_files(tmp_path, 6)
+    config = ld.FileShuffleConfig(seed=42)
+    first, second = ld.read_parquet(paths, shuffle=config), ld.read_parquet(paths, shuffle=config)
+    passes = [[r["col1"] for r in first.take_all()] for _ in range(4)]
+    assert passes == [[r["col1"] for r in second.take_all()] for _ in range(4)]
+    assert len({tuple(p) for p in passes}) > 1  # reseeded after each pass
+    assert all(sorted(p) == list(range(60)) for p in passes)
+    fixed = ld.FileShuffleConfig(seed=42, reseed_after_execution=False)
+    once = ld.read_parquet(paths, shuffle=fixed)
+    assert once.take_all() == once.take_all() == ld.read_parquet(paths, shuffle=fixed).take_all()
+    with pytest.raises(ValueError, match="Seed must be an integer"):
+        ld.FileShuffleConfig(seed="x")
+
+
+def test_read_parquet_takes_rays_pass_through_options(tmp_path):
+    paths = small_files(tmp_path, 2)
+    assert ld.read_parquet(paths, batch_size=10, concurrency=2, dataset_kwargs={}).count() == 20
+    with pytest.raises(ValueError, match="'partitioning' parameter isn't supported"):
+        ld.read_parquet(paths, dataset_kwargs={"partitioning": "hive"})
+
+
+def test_include_paths_comes_with_a_column_projection(tmp_path):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"animals": ["cat", "dog"], "id": [1, 2]}), path)
+    ds = ld.read_parquet(path, columns=["id"], include_paths=True)
+    assert ds.schema().names == ["id", "path"]
+    assert ds.take_all() == [{"id": 1, "path": path}, {"id": 2, "path": path}]
+
+
+def test_a_partition_column_stored_in_the_file_keeps_the_files_values(tmp_path):
+    (tmp_path / "year=2024").mkdir()
+    pq.write_table(pa.table({"data": [0], "year": [2023]}), tmp_path / "year=2024" / "a.parquet")
+    assert ld.read_parquet(str(tmp_path)).take_all() == [{"data": 0, "year": 2023}]
+
+
+def test_write_options_as_ray_takes_them(tmp_path):
+    ld.range(1).write_parquet(str(tmp_path / "s"), schema=pa.schema({"id": pa.float32()}))
+    assert pq.read_table(tmp_path / "s").schema == pa.schema({"id": pa.float32()})
+    ld.range(10_000).repartition(1).write_parquet(
+        str(tmp_path / "g"),
+        arrow_parquet_args_fn=lambda: {"row_group_size": 1000},
+        row_group_size=5000,
+    )
+    (name,) = os.listdir(tmp_path / "g")
+    assert pq.ParquetFile(tmp_path / "g" / name).num_row_groups == 10  # the function wins
+    ld.from_items([]).write_parquet(str(tmp_path / "none"))
+    assert not (tmp_path / "none").exists()  # no rows, no directory
+
+
+@pytest.mark.parametrize(
+    ("flavor", "partitioning"),
+    [
+        ("hive", "hive"),
+        (None, pads.partitioning(pa.schema([pa.field("grp", pa.int64())]))),
+        (
+            "filename",
+            pads.partitioning(pa.schema([pa.field("grp", pa.int64())]), flavor="filename"),
+        ),
+    ],
+)
+def test_partitioning_flavors_read_back_with_pyarrow(tmp_path, flavor, partitioning):
+    ds = ld.range(100).add_column("grp", lambda df: df["id"] % 10)
+    ds.write_parquet(str(tmp_path), partition_cols=["grp"], partitioning_flavor=flavor)
+    df = pq.ParquetDataset(str(tmp_path), partitioning=partitioning).read_pandas().to_pandas()
+    assert len(df) == 100 and df["grp"].nunique() == 10

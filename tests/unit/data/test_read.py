@@ -167,3 +167,51 @@ def test_from_huggingface_takes_the_arrow_table_the_dataset_holds():
     assert streamed.take_all() == hf.to_list()
     with pytest.raises(ValueError, match="takes one split"):
         ld.from_huggingface(datasets.DatasetDict({"train": hf}))
+
+
+# After Ray's python/ray/data/tests/datasource/test_json.py: files pyarrow's reader cannot
+# parse are read as Ray reads them.
+
+
+def write_lines(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_json_lines_holding_arrays_become_numbered_columns(tmp_path):
+    path = write_lines(tmp_path / "a.jsonl", [["ray", "rocks", "hello"], ["oh", "no"]])
+    rows = ld.read_json(path, lines=True).take_all()
+    assert rows == [{"0": "ray", "1": "rocks", "2": "hello"}, {"0": "oh", "1": "no", "2": None}]
+
+
+def test_json_lines_whose_nested_types_change_keep_each_value(tmp_path):
+    data = [{"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": {"hello": "world"}}}]
+    assert ld.read_json(write_lines(tmp_path / "m.jsonl", data), lines=True).take_all() == data
+
+
+@pytest.mark.parametrize("block_size", [1, -1])
+def test_json_block_sizes_pyarrow_refuses_are_read_as_ray_reads_them(tmp_path, block_size):
+    import pyarrow.json as pajson
+
+    data = [{"one": i, "two": s} for i, s in ((1, "a"), (2, "b"), (3, "c"))]
+    path = write_lines(tmp_path / "t.json", data)
+    ds = ld.read_json(path, read_options=pajson.ReadOptions(block_size=block_size))
+    assert ds.take_all() == data
+
+
+def test_a_zero_json_block_size_fails_as_in_ray(tmp_path):
+    import pyarrow.json as pajson
+
+    path = write_lines(tmp_path / "t.json", [{"one": 1}, {"one": 2}])
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        ld.read_json(path, read_options=pajson.ReadOptions(block_size=0)).take_all()
+
+
+def test_json_open_stream_args_and_an_empty_compressed_file(tmp_path):
+    with gzip.open(tmp_path / "full.json.gz", "wt") as f:
+        f.write(json.dumps({"col1": "value1"}) + "\n")
+    with gzip.open(tmp_path / "empty.json.gz", "wt"):
+        pass
+    paths = [str(tmp_path / "full.json.gz"), str(tmp_path / "empty.json.gz")]
+    ds = ld.read_json(paths, arrow_open_stream_args={"compression": "gzip"})
+    assert ds.take_all() == [{"col1": "value1"}]

@@ -77,8 +77,22 @@ def test_random_sample_keeps_the_same_rows_for_the_same_seed():
     assert 800 < len(first) < 1200
     assert first != [r["id"] for r in ds.random_sample(0.1, seed=8).take_all()]
     assert ds.random_sample(0.0).count() == 0 and ds.random_sample(1.0).count() == 10_000
-    with pytest.raises(ValueError, match="fraction must be in"):
+    with pytest.raises(ValueError, match="Fraction must be between 0 and 1"):
         ds.random_sample(1.5)
+
+
+def test_random_sample_draws_each_blocks_rows_as_ray_does():
+    # Ray seeds block i's generator with [i, seed]: the same rows as Ray's
+    ds = ld.range(100, override_num_blocks=10).random_sample(fraction=0.1, seed=1234)
+    assert [r["id"] for r in ds.take_all()] == [8, 49, 71, 78, 81, 85]
+    first, _ = ld.range(100, override_num_blocks=10).random_sample(0.5, seed=3).split(2)
+    again, _ = ld.range(100, override_num_blocks=10).random_sample(0.5, seed=3).split(2)
+    assert first.take_all() == again.take_all()
+
+
+def test_random_sample_of_an_empty_dataset_is_refused():
+    with pytest.raises(ValueError, match="Cannot sample from an empty Dataset"):
+        ld.range(0).random_sample(0.2)
 
 
 def test_train_test_split_stratified_keeps_the_class_proportions():

@@ -46,7 +46,7 @@ def test_split_after_a_filter_counts_the_filtered_rows(parts, n):
 
 
 @settings(**SETTINGS)
-@given(blocks(), st.lists(st.integers(0, 50), max_size=4))
+@given(blocks(), st.lists(st.integers(0, 50), min_size=1, max_size=4))
 def test_split_at_indices_is_slicing(parts, indices):
     indices = sorted(indices)
     all_rows = oracle(parts)["row"].tolist()
@@ -55,13 +55,29 @@ def test_split_at_indices_is_slicing(parts, indices):
     assert [rows_of(p) for p in dataset(parts).split_at_indices(indices)] == expected
 
 
+def test_split_at_no_indices_is_refused_as_in_ray():
+    with pytest.raises(ValueError, match="non-empty"):
+        ld.range(3).split_at_indices([])
+
+
 def test_split_proportionately_follows_ray():
     parts = ld.range(10).split_proportionately([0.1, 0.3])
     assert [p.count() for p in parts] == [1, 3, 6]
     with pytest.raises(ValueError, match="add up to less than 1"):
         ld.range(10).split_proportionately([0.5, 0.5])
-    with pytest.raises(ValueError, match="leaves a part empty"):
+    with pytest.raises(ValueError, match="Couldn't create non-empty splits"):
         ld.range(3).split_proportionately([0.1])
+    # every part gets a row, earlier cuts moving down, as in Ray's test_split.py
+    parts = ld.range(10).split_proportionately([0.98, 0.01])
+    assert [[r["id"] for r in p.take_all()] for p in parts] == [list(range(8)), [8], [9]]
+
+
+def test_a_stratified_split_takes_the_floor_of_each_class_for_test_as_ray():
+    labels = ["A"] * 6 + ["B"] * 2 + ["C"]
+    ds = ld.from_items([{"id": i, "label": x} for i, x in enumerate(labels)])
+    train, test = ds.train_test_split(test_size=0.3, stratify="label")
+    assert [r["label"] for r in test.take_all()] == ["A"]
+    assert sorted(r["label"] for r in train.take_all()) == ["A"] * 5 + ["B"] * 2 + ["C"]
 
 
 def test_train_test_split_by_fraction_and_by_count():

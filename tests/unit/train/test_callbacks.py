@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from lockstep._internal.controller.trial_hooks import TrialHooks
+from lockstep._core.callback import RunContext, TrialCallbackListener
+from lockstep._core.run_events import ResultClock, RunEnded, RunStarted, StepRecorded
 from lockstep.train import RunConfig
 from lockstep.train.callbacks import (
     Callback,
@@ -49,13 +50,28 @@ def row(iteration, loss, total):
     return {"loss": loss, "training_iteration": iteration, "time_total_s": total, "timestamp": 1.0}
 
 
+RUN = RunContext(name="run", path="/x", attempt=0)
+
+
+def step(iteration, loss, total, previous, worker_losses, checkpoint=None, restored=(0, 0.0)):
+    clock = ResultClock(previous, *restored)
+    return StepRecorded(
+        RUN,
+        iteration,
+        [{"loss": x} for x in worker_losses],
+        checkpoint,
+        row(iteration, loss, total),
+        clock,
+    )
+
+
 def test_a_run_calls_the_hooks_as_its_only_trial():
     record = Record()
-    hooks = TrialHooks([record], Trial(trial_id="run", config={"lr": 1}, path="/x"))
-    hooks.start()
-    hooks.result(row(1, 0.5, 2.0), [{"loss": 0.5}, {"loss": 0.6}], None)
-    hooks.result(row(2, 0.25, 3.5), [{"loss": 0.25}, {"loss": 0.3}], "ckpt")
-    hooks.end(None)
+    listener = TrialCallbackListener([record], Trial(trial_id="run", config={"lr": 1}, path="/x"))
+    listener.on_event(RunStarted(RUN, None, 0))
+    listener.on_event(step(1, 0.5, 2.0, 0.0, [0.5, 0.6]))
+    listener.on_event(step(2, 0.25, 3.5, 2.0, [0.25, 0.3], checkpoint="ckpt"))
+    listener.on_event(RunEnded(RUN, "finished", None, None))
     assert record.calls == [
         ("setup",),
         ("start", "RUNNING"),
@@ -65,7 +81,7 @@ def test_a_run_calls_the_hooks_as_its_only_trial():
         ("complete", 2, "TERMINATED"),
         ("end", 1),
     ]
-    result = hooks.trial.last_result
+    result = listener.trial.last_result
     assert result["time_this_iter_s"] == 1.5 and result["iterations_since_restore"] == 2
     assert result["trial_id"] == "run" and result["config"] == {"lr": 1}
     assert {"date", "pid", "hostname", "node_ip", "done"} <= set(result)
@@ -73,13 +89,14 @@ def test_a_run_calls_the_hooks_as_its_only_trial():
 
 def test_a_failed_run_ends_with_on_trial_error_and_a_resumed_one_counts_from_its_offset():
     record = Record()
-    hooks = TrialHooks([record], Trial(trial_id="run", config={}, path="/x"), time_offset=10.0)
-    hooks.start()
-    hooks.result(row(5, 0.5, 12.0), [{"loss": 0.5}], None)
-    hooks.end(RuntimeError("boom"))
+    listener = TrialCallbackListener([record], Trial(trial_id="run", config={}, path="/x"))
+    listener.on_event(RunStarted(RUN, "checkpoint_000001", 4))
+    listener.on_event(step(5, 0.5, 12.0, 10.0, [0.5], restored=(4, 10.0)))
+    listener.on_event(RunEnded(RUN, "failed", None, RuntimeError("boom")))
     assert record.calls[-2:] == [("error", 5, "ERROR", "boom"), ("end", 1)]
-    assert hooks.trial.last_result["time_this_iter_s"] == 2.0
-    assert hooks.trial.last_result["time_since_restore"] == 2.0
+    assert listener.trial.last_result["time_this_iter_s"] == 2.0
+    assert listener.trial.last_result["time_since_restore"] == 2.0
+    assert listener.trial.last_result["iterations_since_restore"] == 1
 
 
 def test_json_and_csv_loggers_write_each_trial_in_its_own_directory(tmp_path):

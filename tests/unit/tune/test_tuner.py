@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
 import pytest
 
-from lockstep import tune
-from lockstep.train import Checkpoint
+from lockstep import train, tune
+from lockstep.train import Checkpoint, DataParallelTrainer, FailureConfig, ScalingConfig
 from lockstep.tune.schedulers import ASHAScheduler, MedianStoppingRule
 from lockstep.tune.search import ConcurrencyLimiter, Repeater
 from lockstep.tune.search.optuna import OptunaSearch
@@ -97,6 +98,23 @@ def test_median_stopping_rule_stops_a_trial_below_the_median(tmp_path):
         scheduler=rule,
     )
     assert [r.metrics["training_iteration"] for r in results] == [3, 3, 1]
+
+
+def test_a_trial_the_median_rule_pauses_ends_once_nothing_else_is_left(tmp_path):
+    rule = MedianStoppingRule(
+        time_attr="training_iteration", grace_period=1, min_samples_required=2, hard_stop=False
+    )
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([0.9, 0.8, 0.1])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=rule,
+    )
+    assert [r.metrics["training_iteration"] for r in results] == [4, 4, 1]
+    assert results.num_terminated == 3
 
 
 def pbt_trainable(config):
@@ -323,19 +341,21 @@ def resumable_constant(config):
 def test_hyperband_pauses_at_milestones_and_keeps_the_best_half(tmp_path):
     from lockstep.tune.schedulers import HyperBandScheduler
 
+    # max_t=2, halving: the first bracket runs 2 trials to 2, the second halves 2 at 1.
     results = run(
         tmp_path,
         resumable_constant,
         {"acc": tune.grid_search([0.9, 0.1, 0.8, 0.2])},
         metric="acc",
         mode="max",
-        scheduler=HyperBandScheduler(max_t=4, reduction_factor=2),
+        max_concurrent_trials=1,
+        scheduler=HyperBandScheduler(max_t=2, reduction_factor=2),
     )
     iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
-    assert iterations == {0.9: 4, 0.8: 2, 0.1: 1, 0.2: 1}
+    assert iterations == {0.9: 2, 0.1: 2, 0.8: 2, 0.2: 1}
     assert results.num_terminated == 4
-    # the resumed trials went on from their checkpoints: one report per iteration
-    assert list(results[0].metrics_dataframe["training_iteration"]) == [1, 2, 3, 4]
+    # 0.8 paused at 1 until 0.2 got there, then went on from its checkpoint
+    assert list(results[2].metrics_dataframe["training_iteration"]) == [1, 2]
 
 
 def test_time_budget_and_stopper_end_the_experiment(tmp_path):
@@ -536,3 +556,148 @@ def test_the_time_budget_stops_running_trials_and_starts_no_more(tmp_path):
     )
     assert len(results) == 1 and results.num_terminated == 1
     assert results[0].metrics["training_iteration"] >= 1
+
+
+def test_a_trainer_trials_failure_config_is_applied_once(tmp_path):
+    """The trial's run restarts as its FailureConfig says; the Tuner runs it no more."""
+    attempts = tmp_path / "attempts"
+
+    def always_fails(config):
+        with open(attempts, "a") as f:
+            f.write("attempt\n")
+        train.report({"x": 1})
+        raise RuntimeError("broken")
+
+    trainer = DataParallelTrainer(always_fails, scaling_config=ScalingConfig(num_workers=0))
+    results = tune.Tuner(
+        trainer,
+        run_config=tune.RunConfig(
+            name="once",
+            storage_path=str(tmp_path),
+            verbose=0,
+            failure_config=FailureConfig(max_failures=2),
+        ),
+    ).fit()
+    assert attempts.read_text().count("attempt") == 3  # 1 + max_failures, not (1 + 2) ** 2
+    assert results.num_errors == 1 and "broken" in str(results.errors[0])
+    (result,) = results
+    with open(os.path.join(result.path, "run_state.json")) as f:
+        state = json.load(f)
+    assert state["num_failures"] == 3 and state["status"] == "errored"
+    with open(os.path.join(result.path, "error.txt")) as f:
+        assert "broken" in f.read()
+
+
+class FailAfterFinished(tune.Callback):
+    """Ray's tests' StopperCallback: raises in on_step_begin once n trials finished."""
+
+    def __init__(self, fail_after_finished):
+        self.fail_after_finished = fail_after_finished
+
+    def on_step_begin(self, iteration, trials, **info):
+        finished = [t for t in trials if t.status == "TERMINATED"]
+        if len(finished) == self.fail_after_finished:
+            raise RuntimeError(f"Failing after {len(finished)} finished trials.")
+
+
+def test_an_exception_in_on_step_begin_ends_fit_and_restore_runs_the_rest(tmp_path):
+    log = tmp_path / "ran"
+
+    def objective(config):
+        with open(log, "a") as f:
+            f.write(f"{config['x']}\n")
+        tune.report({"score": config["x"]})
+
+    run_config = tune.RunConfig(
+        name="interrupted",
+        storage_path=str(tmp_path),
+        verbose=0,
+        callbacks=[FailAfterFinished(1)],
+    )
+    tuner = tune.Tuner(
+        objective,
+        param_space={"x": tune.grid_search([1, 2, 3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=run_config,
+    )
+    with pytest.raises(RuntimeError, match="Failing after 1 finished trials"):
+        tuner.fit()
+    assert log.read_text().split() == ["1"]
+    results = tune.Tuner.restore(str(tmp_path / "interrupted"), trainable=objective).fit()
+    assert sorted(r.metrics["score"] for r in results) == [1, 2, 3]
+    assert sorted(log.read_text().split()) == ["1", "2", "3"]  # the finished one ran once
+
+
+def test_tune_run_returns_the_analysis_and_raises_on_failed_trials(tmp_path):
+    def objective(config):
+        if config["x"] == 3:
+            raise ValueError("three is bad")
+        tune.report({"loss": (config["x"] - 2) ** 2})
+
+    space = {"x": tune.grid_search([1, 2, 3])}
+    with pytest.raises(tune.TuneError, match="Trials did not complete"):
+        tune.run(objective, config=space, storage_path=str(tmp_path), name="a", verbose=0)
+    analysis = tune.run(
+        objective,
+        config=space,
+        metric="loss",
+        mode="min",
+        storage_path=str(tmp_path),
+        name="b",
+        verbose=0,
+        raise_on_failed_trial=False,
+    )
+    assert analysis.best_config == {"x": 2} and analysis.best_result["loss"] == 0
+    assert sorted(analysis.results_df["loss"].dropna()) == [0, 1]
+    assert [t.status for t in analysis.trials].count("ERROR") == 1
+    assert analysis.experiment_path.endswith("/b")
+
+
+def test_tune_run_resumes_an_experiment_of_the_same_name(tmp_path):
+    ran = []
+
+    def objective(config):
+        ran.append(config["x"])
+        tune.report({"x": config["x"]})
+
+    space = {"x": tune.grid_search([1, 2])}
+    tune.run(objective, config=space, storage_path=str(tmp_path), name="again", verbose=0)
+    analysis = tune.run(
+        objective, config=space, storage_path=str(tmp_path), name="again", verbose=0, resume=True
+    )
+    assert ran == [1, 2] and len(analysis.trials) == 2  # the finished trials ran once
+
+
+def test_a_tuner_given_no_run_config_uses_the_trainers(tmp_path):
+    def step(config):
+        train.report({"lr": config["lr"]})
+
+    trainer = DataParallelTrainer(
+        step,
+        train_loop_config={"lr": 0.0},
+        scaling_config=ScalingConfig(num_workers=0),
+        run_config=train.RunConfig(name="from_trainer", storage_path=str(tmp_path), verbose=0),
+    )
+    results = tune.Tuner(
+        trainer, param_space={"train_loop_config": {"lr": tune.grid_search([0.1, 0.2])}}
+    ).fit()
+    assert results.experiment_path == str(tmp_path / "from_trainer")
+    assert sorted(r.metrics["lr"] for r in results) == [0.1, 0.2]
+
+
+def test_the_last_hyperband_bracket_is_halved_though_it_is_not_full(tmp_path):
+    from lockstep.tune.schedulers import HyperBandScheduler
+
+    # 10 trials, max_t=9: the last bracket gets 2; once the search has given its last
+    # trial, HyperBand halves them rather than stopping both at their first milestone.
+    results = run(
+        tmp_path,
+        resumable_constant,
+        {"acc": tune.grid_search([i / 10 for i in range(10)])},
+        metric="acc",
+        mode="max",
+        max_concurrent_trials=1,
+        scheduler=HyperBandScheduler(max_t=9),
+    )
+    iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
+    assert iterations[0.9] > iterations[0.8] > 1

@@ -80,6 +80,11 @@ class BackendConfig:
     def make_backend(self) -> Backend:
         return self.backend_cls(self)
 
+    def for_devices(self, use_gpu: bool) -> BackendConfig:
+        """This config completed for workers with (or without) GPUs; the execution plan
+        asks, once. Raises a ValueError when the config cannot run on those devices."""
+        return self
+
 
 @dataclass(frozen=True)
 class WorkerGroupInfo:

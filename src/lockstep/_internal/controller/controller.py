@@ -1,34 +1,28 @@
 """TrainController: the control loop in the driver, a state machine stepped one transition
-at a time.
+at a time (the states are in ``states.py``).
 
-    Starting -> Running -> (Restarting | Resizing -> Starting -> Running)* -> Finished | Errored
-    any of the first three -> Stopped, when asked to stop (Ctrl-C, SIGTERM)
-
-A preemption (SIGTERM or Ctrl-C to the driver, a drained Ray node) first tells the
-workers and waits, in Running, for their next report or its deadline (see
-``preemption.py``); then the run stops, or, for a drained node, restarts.
-
-An elastic run (``num_workers=(min, max)``) asks its scaling policy for each attempt's size
-when starting, and, while running healthy, whether to resize (a restart from the latest
-checkpoint at the new size that counts as no failure).
-
-Each state is a value; :meth:`TrainController.step` carries out one transition. The
-worker group is reached only through its interface, so tests drive the controller with
-a fake group and queued events.
+Each step looks at the state and the requests (a stop, a preemption), asks the policies
+(failure, hang, preemption, scaling) for decisions, and carries them out. The workers'
+reports go to the report handler (``reports.py``), which records steps and commits
+checkpoints through the run record; what happens is told to the run's listeners as
+events (``lockstep._core.run_events``): the progress display, the users' callbacks, a
+Tuner's link to its trial. A listener's directive (a Tune scheduler's stop or pause) is a
+transition like any other. The worker group is reached only through its interface, so
+tests drive the controller with a fake group and queued events.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from lockstep._core import flags, storage
-from lockstep._core.callback import Callback, RunContext, Trial, UserCallback
-from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
+from lockstep._core import run_events as ev
+from lockstep._core.callback import Callback, RunContext, UserCallback, listeners_for
+from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import (
     TrainingFailedError,
     TrainingInterrupted,
@@ -36,32 +30,45 @@ from lockstep._core.errors import (
     awaiting_root_cause,
     root_cause,
 )
-from lockstep._core.preemption import PreemptionInfo
-from lockstep._core.result import Result, user_metrics
-from lockstep._internal.backends.base import WorkerGroupInfo
-from lockstep._internal.controller import data_positions, hang, interrupts
+from lockstep._core.result import Result
+from lockstep._internal.controller import data_positions, interrupts
+from lockstep._internal.controller.display import ProgressListener
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
-from lockstep._internal.controller.preemption import Drain, Notice, driver_notice_info
-from lockstep._internal.controller.progress import Progress, RunSummary
-from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecord
-from lockstep._internal.controller.scaling_policy import (
-    ElasticRun,
-    NoopDecision,
-    ResizeDecision,
-    WorkerGroupState,
+from lockstep._internal.controller.failures import (
+    start_failure,
+    storage_failure,
+    usage_failure,
+    with_waiting,
 )
-from lockstep._internal.controller.steps import ReportCountMismatch, Step, StepAggregator
-from lockstep._internal.controller.trial_hooks import TrialHooks
-from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
+from lockstep._internal.controller.hang import Hang, HangPolicy, describe_hang
+from lockstep._internal.controller.preemption import Drain, PreemptionPolicy
+from lockstep._internal.controller.progress import Progress
+from lockstep._internal.controller.reports import ReportHandler
+from lockstep._internal.controller.run_record import RunRecord
+from lockstep._internal.controller.scaling_policy import ElasticRun
+from lockstep._internal.controller.states import (
+    Attempt,
+    Draining,
+    Ended,
+    Errored,
+    Finished,
+    Resizing,
+    Restarting,
+    Running,
+    Scheduling,
+    Starting,
+    State,
+    Stopped,
+    WithWorkers,
+)
+from lockstep._internal.controller.steps import ReportCountMismatch
 from lockstep._internal.execution.capacity import CapacityChanged
 from lockstep._internal.execution.messages import (
-    CheckpointCommitted,
     Failed,
     Heartbeat,
     Preempted,
     Report,
     Returned,
-    StepDone,
     WorkerEvent,
 )
 from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGroupSpec
@@ -69,50 +76,7 @@ from lockstep._internal.execution.worker_group.base import WorkerGroup, WorkerGr
 POLL_TIMEOUT_S = 0.25
 # How long an elastic run waits between looks at the capacity while too few workers fit.
 SCHEDULING_WAIT_S = 1.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Starting:
-    attempt: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Running:
-    attempt: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Restarting:
-    attempt: int
-    failures: dict[int, WorkerFailure]
-
-
-@dataclasses.dataclass(frozen=True)
-class Resizing:
-    """An elastic run's capacity changed: restart at ``num_workers`` (no failure)."""
-
-    attempt: int
-    num_workers: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Finished:
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class Errored:
-    error: TrainingFailedError
-
-
-@dataclasses.dataclass(frozen=True)
-class Stopped:
-    """Asked to stop (Ctrl-C): workers stopped, the committed checkpoints kept."""
-
-    reason: str
-
-
-State = Starting | Running | Restarting | Resizing | Finished | Errored | Stopped
+PAUSED = "a Tune scheduler (pause)"
 
 
 class TrainController:
@@ -127,43 +91,28 @@ class TrainController:
         failure_policy: FailurePolicy,
         progress: Progress,
         callbacks: Sequence[UserCallback | Callback] = (),
+        listeners: Sequence[ev.RunListener] = (),
         resume_from_checkpoint: Checkpoint | None = None,
         config: dict[str, Any] | None = None,
         elastic: ElasticRun | None = None,
     ) -> None:
         self._make_worker_group = make_worker_group
-        self._elastic = elastic
-        self._next_size: int | None = None  # decided while running, for the next start
-        self._sized: int | None = None  # the size self._spec was made for (elastic)
-        self._started_at = 0.0
         self._spec = spec
         self._run_record = record
-        self._policy = failure_policy
-        self._progress = progress
-        self._callbacks = [c for c in callbacks if isinstance(c, UserCallback)]
+        self._failure_policy = failure_policy
+        self._elastic = elastic
         self._resume_from = resume_from_checkpoint
-        self._group: WorkerGroup | None = None
-        self._steps = StepAggregator(spec.num_workers)
-        self._failures: dict[int, WorkerFailure] = {}
-        self._return_values: dict[int, bytes] = {}
-        self._last_metrics: dict[str, Any] | None = None
-        self._staging_dir = storage.STAGING_DIR  # the running attempt's, from the record
-        # Ray Tune's hooks see the run as the experiment's only trial.
-        last = record.last_row
-        trial = Trial(
-            trial_id=spec.experiment_name,
-            config=dict(config or {}),
-            path=spec.run_dir.uri,
-            results_logged=True,
+        self._listeners = ev.Listeners(
+            [
+                ProgressListener(progress),
+                *listeners_for(callbacks, spec.experiment_name, spec.run_dir.uri, config),
+                *listeners,
+            ]
         )
-        tune_callbacks = [c for c in callbacks if isinstance(c, Callback)]
-        time_offset = float(last["time_total_s"]) if last else 0.0
-        self._hooks = TrialHooks(tune_callbacks, trial, time_offset=time_offset)
-        self._uploads = Uploads(spec.run_dir.upload_dir)
+        self._reports = ReportHandler(record, spec.run_dir, self._listeners)
+        self._hang = HangPolicy(failure_policy.hang_timeout_s)
+        self._preemption = PreemptionPolicy(failure_policy.preemption_deadline_s)
         self._stop_reason: str | None = None
-        self._notice: Notice | None = None  # a stop asked for by a signal, not acted on yet
-        self._drain: Drain | None = None
-        self._hang = hang.HangWatch(getattr(failure_policy, "hang_timeout_s", None))
         self.state: State = Starting(attempt=0)
 
     def request_stop(self, reason: str) -> None:
@@ -182,8 +131,7 @@ class TrainController:
 
         Safe to call from a signal handler: it only records the request.
         """
-        if self._notice is None:
-            self._notice = Notice(reason, time.time())
+        self._preemption.request(reason)
 
     def run(self) -> Result:
         """Step until the run finishes (return its Result) or fails (raise).
@@ -203,17 +151,14 @@ class TrainController:
     def iter_run(self) -> Generator[None, None, Result]:
         """:meth:`run`, yielding after each transition; returns the Result at the end
         (for callers that interleave their own work, such as ``Trainer.run_iterator``)."""
-        resumed = self._run_record.state.latest
-        self._progress.start(
-            resumed_from=resumed, iteration=self._run_record.state.training_iteration
-        )
+        state = self._run_record.state
+        self._emit(ev.RunStarted(self._context(0), state.latest, state.training_iteration))
         error: BaseException | None = None
         with (
             interrupts.stop_on_sigint(self.request_preemption),
             interrupts.stop_on_sigterm(self.request_preemption),
         ):
             try:
-                self._hooks.start()
                 yield from self._run_to_the_end()
             except KeyboardInterrupt:
                 pass  # a second Ctrl-C: the state says Stopped, raised below
@@ -221,492 +166,278 @@ class TrainController:
                 error = exc
                 raise
             finally:
-                if isinstance(self.state, Errored):
-                    error = self.state.error
-                self._hooks.end(error)
+                result = self._announce_end(error)
         if isinstance(self.state, Errored):
             raise self.state.error
         if isinstance(self.state, Stopped):
             raise self._interrupted(self.state)
-        return self._result()
+        assert result is not None
+        return result
 
     def _run_to_the_end(self) -> Generator[None, None, None]:
-        outcome = "interrupted"
         try:
-            while not isinstance(self.state, Finished | Errored | Stopped):
+            while not isinstance(self.state, Ended):
+                if isinstance(self.state, Scheduling):
+                    # waiting for room: the wait is the loop's, a step never sleeps
+                    time.sleep(max(0.0, self.state.retry_at - time.monotonic()))
                 self.step()
                 yield
-            outcome = _OUTCOMES[type(self.state)]
+            self._close()
         except KeyboardInterrupt:
             # the second Ctrl-C: still say where the run is and how to continue it
-            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
+            self._close(interrupted=True)
             raise
-        finally:
-            self._close(outcome)
+        except BaseException:
+            self._close()
+            raise
 
     def step(self) -> None:
         """Carry out one transition."""
         state = self.state
-        if self._stop_reason is not None and not isinstance(state, Finished | Errored):
-            self.state = Stopped(self._stop_reason)
-        elif self._notice is not None and not isinstance(state, Running):
-            # no workers to tell: stop at once
-            self.state = Stopped(self._notice.reason)
-        elif isinstance(state, Running) and (self._notice or self._drain or self._node_drain()):
-            self.state = self._poll_draining(state)
-        elif isinstance(state, Starting):
-            self.state = self._start(state)
-        elif isinstance(state, Running):
-            self.state = self._poll(state)
+        wants_steps = self._listeners.wants(ev.StepBegin)
+        if wants_steps:
+            self._emit(ev.StepBegin(self._context()))
+        notice = self._preemption.notice
+        if self._stop_reason is not None and not isinstance(state, Ended):
+            next_state: State = Stopped(self._stop_reason)
+        elif notice is not None and not isinstance(state, WithWorkers | Ended):
+            next_state = Stopped(notice.reason)  # no workers to tell: stop at once
+        elif isinstance(state, WithWorkers):
+            next_state = self._run_step(state)
+        elif isinstance(state, Starting | Scheduling):
+            next_state = self._start(state.attempt)
         elif isinstance(state, Restarting):
-            self._stop_group()
-            self._progress.restarting(root_cause(state.failures).summary)
-            self.state = Starting(attempt=state.attempt + 1)
+            next_state = Starting(attempt=state.attempt + 1)
         elif isinstance(state, Resizing):
-            self.state = self._resize(state)
+            self._emit(ev.Resizing(self._context(), self._spec.num_workers, state.num_workers))
+            next_state = Starting(attempt=state.attempt + 1)
+        else:
+            return
+        if isinstance(state, WithWorkers) and not isinstance(next_state, WithWorkers):
+            self._stop_workers(state.run)
+        self.state = next_state
+        self._emit(ev.StepEnd(self._context()))
 
-    def _node_drain(self) -> bool:
-        """Whether a node of the group is being drained (on Ray; checked at most every
-        few seconds by the group); if so, the workers are told."""
-        notice = getattr(self._group, "preemption_notice", None)  # optional in a group
-        info = notice() if notice is not None else None
-        if info is None:
-            return False
-        if info.deadline_ms is None:
-            deadline_s = self._policy.preemption_deadline_s
-            info = dataclasses.replace(info, deadline_ms=int((time.time() + deadline_s) * 1000))
-        self._tell_workers(info, stops_run=False)
-        return True
-
-    def _tell_workers(self, info: PreemptionInfo, *, stops_run: bool) -> Drain:
-        assert self._group is not None
-        self._drain = Drain(info, stops_run=stops_run, num_steps=self._steps.num_steps)
-        self._group.notify(Preempted(info))
-        then = "stopping" if stops_run else "restarting without it"
-        self._progress.notice(f"preempted ({info.reason}): {then} after the next report")
-        return self._drain
-
-    def _poll_draining(self, state: Running) -> State:
-        """Running while a preemption drains: the run stops (a stop of the driver) or
-        restarts (a drained node) once the workers' next report is recorded, or at the
-        deadline; a failure meanwhile ends the drain at once, the same way."""
-        drain = self._drain
-        if self._notice is not None and (drain is None or not drain.stops_run):
-            # a stop of the driver, even while a node drains: the run stops
-            info = driver_notice_info(
-                self._notice, self._policy.preemption_deadline_s, self._spec.num_workers
-            )
-            drain = self._tell_workers(info, stops_run=True)
-        assert drain is not None
-        next_state = self._poll(state)
-        if drain.stops_run and isinstance(next_state, Running | Restarting):
-            if isinstance(next_state, Restarting) or drain.done(self._steps.num_steps):
-                return Stopped(drain.info.reason)
-        elif isinstance(next_state, Running) and drain.done(self._steps.num_steps):
-            return self._on_failures(state.attempt, drain.failures(self._spec.num_workers))
-        return next_state
-
-    def _start(self, state: Starting) -> State:
-        if self._elastic is not None and not self._schedule():
-            return state  # too few workers fit: wait, and look again
-        self._drain = None  # a drained node's: the new group runs elsewhere
-        self._settle_uploads()  # into the previous attempt's staging directory
-        self._staging_dir = self._run_record.start_attempt(state.attempt, self._spec.num_workers)
-        self._steps = StepAggregator(self._spec.num_workers)
-        self._failures = {}
-        self._return_values = {}  # only the attempt that succeeds returns
+    def _start(self, attempt: int) -> State:
+        if self._elastic is not None:
+            size = self._elastic.size_to_start()
+            if size is None:  # too few workers fit: wait, and look again
+                return Scheduling(attempt, time.monotonic() + SCHEDULING_WAIT_S)
+            self._spec = self._elastic.spec_for(self._spec, size) or self._spec
+        failures = self._reports.settle()  # into the previous attempt's staging directory
+        del failures  # that attempt is over: its late upload failures change nothing now
+        staging_dir = self._run_record.start_attempt(attempt, self._spec.num_workers)
         checkpoint = self._run_record.latest_checkpoint or self._resume_from
         spec = dataclasses.replace(
             self._spec,
             checkpoint=checkpoint,
-            staging_dir=self._staging_dir,
+            staging_dir=staging_dir,
             reported=self._run_record.reported(),
             datasets=data_positions.shards_for_attempt(self._spec.datasets, checkpoint),
         )
-        self._progress.starting(state.attempt)
-        self._group = self._make_worker_group()
+        self._emit(ev.AttemptStarting(self._context(attempt), spec.num_workers))
+        run = Attempt(attempt, self._make_worker_group(), spec.num_workers)
         try:
-            self._backend_hooks("on_start", "on_training_start")
-            self._group.start(spec)
+            run.group.start(spec)
         except CapacityChanged:
-            self._stop_group()  # a node left while the workers were placed: size again
-            return state
+            self._stop_workers(run)  # a node left while the workers were placed: size again
+            return Starting(attempt)
         except Exception as exc:
-            return self._on_failures(state.attempt, {0: _start_failure(exc)})
-        self._started_at = time.monotonic()
-        self._progress.workers_started()
-        self._hang.reset(self._spec.num_workers)
-        return Running(attempt=state.attempt)
+            self._stop_workers(run)
+            return self._on_failures(run, {0: start_failure(exc)})
+        run.started_at = time.monotonic()
+        self._reports.start_attempt(self._context(attempt), run.group, run.num_workers, staging_dir)
+        self._hang.reset(run.num_workers)
+        self._emit(ev.WorkersStarted(self._context(attempt)))
+        return Running(run)
 
-    def _schedule(self) -> bool:
-        """An elastic run's size for the attempt starting now: the one decided while the
-        last attempt ran (a resize), or what fits now. False while too few fit."""
-        assert self._elastic is not None
-        size, self._next_size = self._next_size, None
-        if size is None:
-            capacity = self._elastic.capacity
-            decision = self._elastic.policy.make_decision_for_non_running_worker_group(
-                lambda: capacity(None)
-            )
-            if isinstance(decision, NoopDecision):
-                time.sleep(SCHEDULING_WAIT_S)
-                return False
-            assert isinstance(decision, ResizeDecision)
-            size = decision.num_workers
-        if size != self._sized:
-            self._spec = self._elastic.resize_spec(self._spec, size)
-            self._sized = size
-            self._progress.resized(size)
-        return True
-
-    def _check_size(self, state: Running) -> State:
-        """Whether a healthy elastic run should restart at a new size (checked every
-        ``elastic_resize_monitor_interval_s``)."""
-        assert self._elastic is not None
-        capacity, group = self._elastic.capacity, self._group
-        decision = self._elastic.policy.make_decision_for_running_worker_group(
-            WorkerGroupState(num_workers=self._spec.num_workers, start_time=self._started_at),
-            lambda: capacity(group),
+    def _run_step(self, state: Running | Draining) -> State:
+        """Poll the workers once; a preemption under way (or beginning now) drains the
+        attempt: the run stops (a stop of the driver) or restarts (a drained node) once
+        the workers' next report is recorded, or at the deadline."""
+        run = state.run
+        current = state.drain if isinstance(state, Draining) else None
+        num_steps = self._reports.steps.num_steps
+        drain = self._preemption.decide(
+            current, run.group, num_steps=num_steps, num_workers=run.num_workers
         )
-        if isinstance(decision, ResizeDecision):
-            return Resizing(attempt=state.attempt, num_workers=decision.num_workers)
-        return state
+        if drain is not None and drain is not current:
+            self._tell_workers(run, drain)
+        next_state = self._poll(run, drain)
+        if drain is None or not isinstance(next_state, Running | Restarting):
+            return next_state
+        done = drain.done(self._reports.steps.num_steps)
+        if drain.stops_run:
+            if isinstance(next_state, Restarting) or done:
+                return Stopped(drain.info.reason)
+        elif isinstance(next_state, Running) and done:
+            return self._on_failures(run, drain.failures(run.num_workers), drain=drain)
+        return Draining(run, drain) if isinstance(next_state, Running) else next_state
 
-    def _resize(self, state: Resizing) -> State:
-        """Stop the workers and start again, from the latest committed checkpoint, at the
-        new size. Ray counts no failure for this; neither does lockstep."""
-        self._stop_group()
-        self._next_size = state.num_workers
-        self._progress.resizing(self._spec.num_workers, state.num_workers)
-        return Starting(attempt=state.attempt + 1)
+    def _tell_workers(self, run: Attempt, drain: Drain) -> None:
+        run.group.notify(Preempted(drain.info))
+        then = "stopping" if drain.stops_run else "restarting without it"
+        text = f"preempted ({drain.info.reason}): {then} after the next report"
+        self._emit(ev.Notice(self._context(), text))
 
-    def _poll(self, state: Running) -> State:
-        assert self._group is not None
-        events = self._group.poll(POLL_TIMEOUT_S)
+    def _poll(self, run: Attempt, drain: Drain | None) -> State:
+        events = run.group.poll(POLL_TIMEOUT_S)
         failures: dict[int, WorkerFailure] = {}
-        self._commit_uploaded(failures)
+        if self._reports.collect_uploads(failures):
+            self._hang.progress()
+        directive = self._take(run, events, failures)
+        if failures:
+            self._await_root_cause(run, failures)
+            return self._on_failures(run, with_waiting(failures, self._reports.steps), drain=drain)
+        if directive is ev.Directive.STOP:
+            return Finished(dict(run.return_values), stopped_early=True)
+        if directive is ev.Directive.PAUSE:
+            return Stopped(PAUSED)
+        if self._reports.steps.all_finished():
+            return Finished(dict(run.return_values))
+        if (hang := self._hang.decide()) is not None:
+            return self._on_failures(run, self._hang_failure(run, hang), drain=drain)
+        if self._elastic is not None and not run.return_values:
+            # (never once a rank has returned: it is ending)
+            size = self._elastic.size_while_running(run.group, run.num_workers, run.started_at)
+            if size is not None:
+                return Resizing(attempt=run.number, num_workers=size)
+        return Running(run)
+
+    def _take(
+        self, run: Attempt, events: list[WorkerEvent], failures: dict[int, WorkerFailure]
+    ) -> ev.Directive:
+        """Handle a poll's events; the strongest directive the steps they completed got."""
+        directive = ev.Directive.CONTINUE
         for event in events:
             try:
-                self._handle(event, failures)
+                answer = self._handle(run, event, failures)
             except ReportCountMismatch as exc:
-                failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+                failures.setdefault(exc.rank, usage_failure(exc.rank, str(exc)))
             except storage.CheckpointWriteError as exc:
-                failures.setdefault(0, _storage_failure(exc))
-        self._progress.refresh()
-        if failures:
-            self._await_root_cause(failures)
-            return self._on_failures(state.attempt, self._with_waiting(failures))
-        if self._steps.all_finished():
-            return Finished()
-        if self._hang.overdue():
-            return self._on_failures(state.attempt, self._hang_failure(state.attempt))
-        if self._elastic is not None and not self._return_values:
-            return self._check_size(state)  # (never once a rank has returned: it is ending)
-        return state
+                failures.setdefault(0, storage_failure(exc))
+            else:
+                if answer is not ev.Directive.CONTINUE and directive is not ev.Directive.STOP:
+                    directive = answer
+        return directive
 
-    def _hang_failure(self, attempt: int) -> dict[int, WorkerFailure]:
-        """No rank made progress for ``hang_timeout_s``: collect every rank's stack, write
-        them to ``errors/attempt_N.txt``, and name the rank that is stuck."""
-        assert self._group is not None
-        idle = self._hang.idle_s()
-        collect = getattr(self._group, "collect_stacks", None)
-        stacks = collect() if collect is not None else {}
-        counts = self._steps.counts()
-        running = [r for r in range(self._spec.num_workers) if r not in self._return_values]
-        waiting = set(self._steps.waiting())
-        ranks = {
-            rank: hang.RankState(
-                pid=stacks[rank][0] if rank in stacks else None,
-                num_reports=counts.get(rank, 0),
-                stacks=stacks[rank][1] if rank in stacks else "",
-                in_report=rank in waiting,
-            )
-            for rank in running
-        }
-        failure = hang.hang_failure(ranks, idle_s=idle, waiting_step=self._steps.next_step + 1)
-        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
-        try:
-            self._spec.run_dir.makedirs(storage.ERRORS_DIR)
-            self._spec.run_dir.write_atomic(name, hang.stacks_text(failure.summary, ranks).encode())
-        except OSError as exc:
-            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=1)
+    def _handle(
+        self, run: Attempt, event: WorkerEvent, failures: dict[int, WorkerFailure]
+    ) -> ev.Directive:
+        if isinstance(event, Report):
+            directive = self._reports.on_report(event)
+            self._hang.progress()  # after the driver's own work on it: a commit may be slow
+            return directive
+        if isinstance(event, Heartbeat):
+            if event.started:
+                self._hang.rank_started(event.rank)
+            else:
+                self._hang.progress()
+        elif isinstance(event, Returned):
+            self._hang.rank_started(event.rank)  # a rank that is done cannot hang
+            self._emit(ev.WorkerEnded(self._context(), event.rank))
+            run.return_values[event.rank] = event.return_value
+            if event.dropped is not None:
+                warnings.warn(event.dropped, stacklevel=1)
+            self._reports.steps.finish(event.rank, event.num_reports)
+        else:
+            assert isinstance(event, Failed)
+            self._emit(ev.WorkerEnded(self._context(), event.failure.rank))
+            failures[event.failure.rank] = event.failure
+        return ev.Directive.CONTINUE
+
+    def _hang_failure(self, run: Attempt, hang: Hang) -> dict[int, WorkerFailure]:
+        """No rank made progress for ``hang_timeout_s``: collect every rank's stack, keep
+        them in ``errors/attempt_N.txt``, and name the rank that is stuck."""
+        running = [r for r in range(run.num_workers) if r not in run.return_values]
+        stacks = run.group.collect_stacks()
+        failure, text = describe_hang(hang, stacks, self._reports.steps, running)
+        self._run_record.write_stacks(run.number, text)
         return {failure.rank: failure}
 
-    def _await_root_cause(self, failures: dict[int, WorkerFailure]) -> None:
+    def _await_root_cause(self, run: Attempt, failures: dict[int, WorkerFailure]) -> None:
         """A closed connection or a timed-out collective is caused by a failure elsewhere
         that may reach the driver a moment later (the process watcher sees a death after
         the peer raised): wait for it, briefly, so the error names the cause."""
-        assert self._group is not None
         deadline = time.monotonic() + flags.ROOT_CAUSE_WAIT_S.get()
-        while awaiting_root_cause(failures, self._spec.num_workers - len(self._return_values)):
+        while awaiting_root_cause(failures, run.num_workers - len(run.return_values)):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            for event in self._group.poll(min(left, POLL_TIMEOUT_S)):
-                try:
-                    self._handle(event, failures)
-                except ReportCountMismatch as exc:
-                    failures.setdefault(exc.rank, _usage_failure(exc.rank, str(exc)))
+            self._take(run, run.group.poll(min(left, POLL_TIMEOUT_S)), failures)
 
-    def _handle(self, event: WorkerEvent, failures: dict[int, WorkerFailure]) -> None:
-        if isinstance(event, Heartbeat) and event.started:
-            self._hang.rank_started(event.rank)
-        elif isinstance(event, Heartbeat):
-            self._hang.progress()
-        elif isinstance(event, Report):
-            for step in self._steps.add(event):
-                self._record(step)
-            self._hang.progress()  # after the driver's own work on it: a commit may be slow
-        elif isinstance(event, Returned):
-            self._hang.rank_started(event.rank)  # a rank that is done cannot hang
-            self._progress.worker_stopped()
-            self._return_values[event.rank] = event.return_value
-            if event.dropped is not None:
-                warnings.warn(event.dropped, stacklevel=1)
-            self._steps.finish(event.rank, event.num_reports)
-        else:
-            assert isinstance(event, Failed)
-            self._progress.worker_stopped()
-            failures[event.failure.rank] = event.failure
-
-    def _with_waiting(self, failures: dict[int, WorkerFailure]) -> dict[int, WorkerFailure]:
-        """A failure on a run of several workers names every rank's report count, and the
-        ranks it left waiting in report(): why those ranks stopped is then plain to see."""
-        if self._spec.num_workers < 2:
-            return failures
-        waiting = [r for r in self._steps.waiting() if r not in failures]
-        note = f" ({self._steps.describe_counts()})"
-        if waiting:
-            ranks = ", ".join(map(str, waiting))
-            note = f"; rank{'s' if len(waiting) > 1 else ''} {ranks} waited in report(){note}"
-        return {
-            rank: f if f.kind == "usage" else dataclasses.replace(f, summary=f.summary + note)
-            for rank, f in failures.items()
-        }
-
-    def _record(self, step: Step) -> None:
-        """Record one complete step (its checkpoint committed, or on its way), tell the
-        workers, the callbacks and the progress display."""
-        assert self._group is not None
-        if not step.checkpointed:
-            # The row first (durable: in the kernel's hands, which a killed driver cannot
-            # lose), then the workers released; the rest is the driver's own bookkeeping.
-            self._run_record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
-            self._group.notify(StepDone(step.index))
-            self._last_metrics = step.metrics
-            self._announce(step, None)
-        elif step.uploads_async:
-            self._submit_upload(step)  # logs the row, durable, as above
-            self._group.notify(StepDone(step.index))
-            self._last_metrics = dict(step.metrics)
-        else:
-            checkpoint = self._commit(step)
-            self._last_metrics = dict(step.metrics)
-            self._announce(step, checkpoint)
-
-    def _staged(self, step: Step) -> str:
-        """Where the step's checkpoint is staged: as the workers said, or (files handed to
-        the driver) where the driver uploads them, in the running attempt's directory."""
-        return step.staged or storage.staging_dir_name(step.index, root=self._staging_dir)
-
-    def _commit(
-        self, step: Step, pending: tuple[PendingCheckpoint, str] | None = None
-    ) -> Checkpoint:
-        """Commit the step's checkpoint (logging the step, unless it was logged when its
-        upload started) and tell every worker."""
-        persisted = next((r.persisted for r in step.reports if r.persisted is not None), None)
-        self._keep_data_positions(step)
-        if pending is None:
-            self._stage_handoffs(step)
-            checkpoint = self._run_record.record_step(
-                step.metrics,
-                staged=self._staged(step),
-                timestamp=step.reports[0].time,
-                persisted=persisted,
-                dir_name=step.dir_name,
-            )
-            assert checkpoint is not None
-        else:
-            logged, staged = pending
-            checkpoint = self._run_record.commit_pending(logged, staged=staged, persisted=persisted)
-        if self._group is not None:
-            reported = self._run_record.reported()
-            self._group.notify(CheckpointCommitted(step.index, checkpoint, reported))
-        return checkpoint
-
-    def _keep_data_positions(self, step: Step) -> None:
-        """The step's data positions go into its checkpoint's metadata: a restart from it
-        continues every dataset shard after the rows this step covered."""
-        positions = data_positions.of_step(step.reports)
-        if positions is not None:
-            self._run_record.add_checkpoint_metadata({DATA_POSITIONS_KEY: positions}, own=True)
-
-    def _stage_handoffs(self, step: Step) -> None:
-        """Ranks that reported ASYNC in a step another rank reported SYNC: their files
-        are staged now, so the step commits whole."""
-        for report in step.reports:
-            if report.handoff is not None and os.path.isdir(report.handoff):
-                staged = storage.staging_dir_name(step.index, report.rank, root=self._staging_dir)
-                self._spec.run_dir.upload_dir(report.handoff, staged)
-                discard([report.handoff])
-
-    def _logged_row(self) -> dict[str, Any]:
-        row = self._run_record.last_row
-        assert row is not None
-        return dict(row)
-
-    def _announce(
-        self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any] | None = None
-    ) -> None:
-        """Tell the callbacks and the progress display about a step logged as ``row`` (by
-        default the last row logged). Only what someone listens to is built: this runs
-        once per report."""
-        if row is None:
-            row = self._run_record.last_row  # not copied: the hooks copy what they keep
-            assert row is not None
-        state = self._run_record.state
-        iteration = int(row["training_iteration"])
-        if self._callbacks or self._hooks.active:
-            all_metrics = [dict(r.metrics) for r in step.reports]
-            for callback in self._callbacks:
-                callback.after_report(self._run_context(), all_metrics, checkpoint)
-            self._hooks.result(row, all_metrics, checkpoint)
-        self._progress.step(iteration, step.metrics, state.latest if checkpoint else None)
-
-    def _submit_upload(self, step: Step) -> None:
-        """Log the step and hand its files to the upload thread, which copies them into
-        this attempt's staging directory; committed by :meth:`_commit_uploaded`."""
-        handoffs = {r.rank: r.handoff for r in step.reports if r.handoff is not None}
-        logged = self._run_record.record_pending_step(
-            step.metrics, timestamp=step.reports[0].time, dir_name=step.dir_name
-        )
-        staged = self._staged(step)
-        job = UploadJob(
-            (step, logged, staged, self._logged_row()), step.index, handoffs, root=self._staging_dir
-        )
-        self._uploads.submit(job)
-
-    def _commit_uploaded(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> None:
-        """Commit the ASYNC checkpoints whose files are uploaded, in report order."""
-        for done in self._uploads.finished(wait=wait):
-            step, logged, staged, row = done.job.step
-            if done.error is not None:
-                failures[0] = _upload_failure(done.error)
-                continue
-            try:
-                checkpoint = self._commit(step, (logged, staged))
-            except storage.CheckpointWriteError as exc:
-                failures[0] = _storage_failure(exc)
-                continue
-            self._announce(step, checkpoint, row)
-            self._hang.progress()
-
-    def _settle_uploads(self) -> None:
-        """Before a restart or the end: commit every upload of a complete step, and drop
-        the hand-off files of steps that not every rank reached."""
-        failures: dict[int, WorkerFailure] = {}
-        self._commit_uploaded(failures, wait=True)
-        discard(r.handoff for r in self._steps.pending_reports() if r.handoff is not None)
-        if failures and not isinstance(self.state, Errored):
-            self._failures.update(failures)
-
-    def _on_failures(self, attempt: int, failures: dict[int, WorkerFailure]) -> State:
-        self._failures.update(failures)
-        # While a node drains, what fails (the node going away with its workers) is the
-        # preemption: a restart counted against max_preemption_failures.
-        preempted = self._drain is not None and not self._drain.stops_run
-        cause = root_cause(self._failures).summary
-        count = self._run_record.record_failure(preempted=preempted, cause=cause)
-        for callback in self._callbacks:
-            callback.after_exception(self._run_context(attempt), dict(self._failures))
+    def _on_failures(
+        self, run: Attempt, failures: dict[int, WorkerFailure], *, drain: Drain | None = None
+    ) -> State:
+        """Restart or raise, as the failure policy decides. While a node drains, what
+        fails (the node going away with its workers) is the preemption: a restart counted
+        against ``max_preemption_failures``."""
+        run.failures.update(failures)
+        preempted = drain is not None and not drain.stops_run
+        summary = root_cause(run.failures).summary
+        count = self._run_record.record_failure(preempted=preempted, cause=summary)
         if preempted:
-            decision = self._policy.decide_preemption(num_restarts=count - 1)
+            decision = self._failure_policy.decide_preemption(num_restarts=count - 1)
         else:
-            decision = self._policy.decide(self._failures, num_restarts=count - 1)
-        if decision is FailureDecision.RESTART:
-            return Restarting(attempt=attempt, failures=dict(self._failures))
+            decision = self._failure_policy.decide(run.failures, num_restarts=count - 1)
+        restarting = decision is FailureDecision.RESTART
+        self._emit(ev.AttemptFailed(self._context(), dict(run.failures), restarting, summary))
+        if restarting:
+            return Restarting(attempt=run.number, failures=dict(run.failures))
         return Errored(
             TrainingFailedError.from_failures(
-                self._failures,
-                attempts=attempt + 1,
+                run.failures,
+                attempts=run.number + 1,
                 error_file=self._spec.run_dir.join(storage.ERROR_FILE),
             )
         )
 
-    def _close(self, outcome: str) -> None:
-        try:
-            self._stop_group()
-        except KeyboardInterrupt:
-            # a second Ctrl-C while the workers were given their grace: they were killed
-            # at once; the records are still written, and the run said where it stopped
-            self.state, outcome = Stopped(interrupts.CTRL_C), "stopped"
-            self._write_records(outcome)
-            raise
-        self._write_records(outcome)
+    def _stop_workers(self, run: Attempt) -> None:
+        if not run.stopped:
+            run.group.shutdown()
+            run.stopped = True  # not before: a shutdown cut short is done again at close
 
-    def _write_records(self, outcome: str) -> None:
-        self._settle_uploads()
-        self._uploads.close()
-        error = self.state.error if isinstance(self.state, Errored) else None
+    def _close(self, *, interrupted: bool = False) -> None:
+        """Stop what runs and write the run's final record. A second Ctrl-C while the
+        workers are given their grace kills them at once; the record is still written."""
+        state = self.state
+        if interrupted:
+            self.state = Stopped(interrupts.CTRL_C)
+        if isinstance(state, WithWorkers):
+            self._stop_workers(state.run)
+        self._reports.settle()
+        self._reports.close()
+        state = self.state
         try:
             self._run_record.close(
-                error,
-                finished=isinstance(self.state, Finished),
-                stopped=isinstance(self.state, Stopped),
+                state.error if isinstance(state, Errored) else None,
+                finished=isinstance(state, Finished),
+                stopped=isinstance(state, Stopped),
             )
         except Exception as exc:
             # the storage that failed a checkpoint may fail this too: the run's own error
             # (raised next) matters more, and the record on storage is whole as it is
             warnings.warn(f"lockstep: could not write the run's final record: {exc}", stacklevel=1)
-        state = self._run_record.state
-        best = state.checkpoints[-1] if state.checkpoints else None
-        self._progress.stop(
-            RunSummary(
-                outcome=outcome,
-                best_checkpoint=best.dir_name if best else None,
-                best_metrics=best.metrics if best else None,
-                stopped=str(self._interrupted(self.state))
-                if isinstance(self.state, Stopped)
-                else None,
-            )
-        )
 
-    def _stop_group(self) -> None:
-        if self._group is not None:
-            group, self._group = self._group, None
-            group.shutdown()
-            self._backend_hooks("on_shutdown")
-
-    def _backend_hooks(self, *names: str) -> None:
-        """Ray's driver-side Backend hooks, for backends written for Ray."""
-        backend = self._spec.backend
-        info = WorkerGroupInfo(num_workers=self._spec.num_workers)
-        config = getattr(backend, "config", None)
-        for name in names:
-            hook = getattr(backend, name, None)
-            if hook is not None:
-                hook(info, config)
+    def _announce_end(self, error: BaseException | None) -> Result | None:
+        """Tell the listeners how the run ended; the run's Result (None when the driver
+        itself failed)."""
+        state = self.state
+        result = None if error is not None and not isinstance(state, Ended) else self._result()
+        if isinstance(state, Errored):
+            error = state.error
+        stopped = str(self._interrupted(state)) if isinstance(state, Stopped) else None
+        outcome = _OUTCOMES.get(type(state), "interrupted")
+        self._emit(ev.RunEnded(self._context(), outcome, result, error, stopped))
+        return result
 
     def _interrupted(self, stopped: Stopped) -> TrainingInterrupted:
-        state = self._run_record.state
-        return TrainingInterrupted(
-            reason=stopped.reason,
-            path=self._spec.run_dir.uri,
-            training_iteration=state.training_iteration,
-            latest_checkpoint=state.latest,
-        )
+        return self._run_record.interruption(stopped.reason)
 
     def _result(self) -> Result:
-        metrics = self._last_metrics
-        if metrics is None and self._run_record.last_row is not None:
-            metrics = user_metrics(self._run_record.last_row)
         values = self.return_values()
-        return Result.from_state(
-            self._spec.run_dir,
-            self._run_record.state,
-            last_metrics=metrics,
-            return_value=values[0] if values else None,
-            num_to_keep=self._run_record.num_to_keep,
+        return self._run_record.result(
+            self._reports.last_metrics, return_value=values[0] if values else None
         )
 
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -717,43 +448,32 @@ class TrainController:
         """What every worker's function returned, in rank order (after a successful run)."""
         import cloudpickle
 
-        return [cloudpickle.loads(self._return_values[r]) for r in sorted(self._return_values)]
+        state = self.state
+        if not isinstance(state, Finished):
+            return []
+        values = state.return_values
+        return [cloudpickle.loads(values[r]) for r in sorted(values)]
 
-    def _run_context(self, attempt: int | None = None) -> RunContext:
+    @property
+    def paused(self) -> bool:
+        """Whether a listener's directive (a Tune scheduler's pause) stopped the run."""
+        return isinstance(self.state, Stopped) and self.state.reason == PAUSED
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether a listener's directive (a Tune scheduler's stop) ended the run."""
+        return isinstance(self.state, Finished) and self.state.stopped_early
+
+    def _emit(self, event: ev.RunEvent) -> ev.Directive:
+        return self._listeners.emit(event)
+
+    def _context(self, attempt: int | None = None) -> RunContext:
         if attempt is None:
-            attempt = self.state.attempt if isinstance(self.state, Starting | Running) else 0
+            state = self.state
+            attempt = getattr(state, "attempt", 0)
         return RunContext(
             name=self._spec.experiment_name, path=self._spec.run_dir.uri, attempt=attempt
         )
 
 
-_OUTCOMES = {Finished: "finished", Errored: "failed", Stopped: "stopped"}
-
-
-def _start_failure(exc: Exception) -> WorkerFailure:
-    return WorkerFailure(
-        rank=0,
-        pid=None,
-        kind="start",
-        summary=f"the workers could not be started: {type(exc).__name__}: {exc}",
-    )
-
-
-def _upload_failure(exc: BaseException) -> WorkerFailure:
-    return WorkerFailure(
-        rank=0,
-        pid=None,
-        kind="upload",
-        summary=f"an ASYNC checkpoint upload failed after retries: {type(exc).__name__}: {exc}",
-        retryable=False,
-    )
-
-
-def _storage_failure(exc: storage.CheckpointWriteError) -> WorkerFailure:
-    """A checkpoint the driver could not commit: storage was retried already, and the run
-    record in this driver would not survive a restart's redo of the step. Raised."""
-    return WorkerFailure(rank=0, pid=None, kind="storage", summary=str(exc), retryable=False)
-
-
-def _usage_failure(rank: int, message: str) -> WorkerFailure:
-    return WorkerFailure(rank=rank, pid=None, kind="usage", summary=message, retryable=False)
+_OUTCOMES: dict[type, str] = {Finished: "finished", Errored: "failed", Stopped: "stopped"}

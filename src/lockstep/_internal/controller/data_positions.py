@@ -9,21 +9,12 @@ epoch that no worker was given yet, split again when the number of workers chang
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._internal.execution.worker.positions import saved_positions
-from lockstep.data import Dataset
-from lockstep.data._iterator import placed, reorders, rows_plan
-from lockstep.data._plan import Plan
-from lockstep.data._position import (
-    Resume,
-    ShardPlace,
-    as_ranges,
-    plan_resume,
-)
+from lockstep.data.resume import resumed_shards
 
 
 def of_step(reports: Sequence[Any]) -> dict[str, Any] | None:
@@ -44,78 +35,4 @@ def shards_for_attempt(
 ) -> list[dict[str, Any]]:
     """Each rank's datasets for an attempt starting from ``checkpoint``: lockstep datasets
     become iterators that keep their position, continuing the checkpoint's epoch."""
-    positions = saved_positions(checkpoint).get("datasets") or {}
-    out = [dict(s) for s in shards]
-    for name in sorted({n for s in shards for n in s}):
-        parts = [s.get(name) for s in shards]
-        if not all(isinstance(p, Dataset) for p in parts):
-            continue  # Ray datasets (Ray streams them), anything else: as given
-        for rank, iterator in enumerate(_iterators(name, parts, positions.get(name))):
-            out[rank][name] = iterator
-    return out
-
-
-def _iterators(name: str, parts: list[Any], positions: list[Any] | None) -> list[Any]:
-    plans: list[Plan] = [p._plan for p in parts]
-    parent, shard_ranges = _layout(parts, plans)
-    if parent is None:
-        return [p.iterator() for p in parts]
-    resumes: list[Resume | None] = [None] * len(parts)
-    if positions:
-        resumes = _resumes(name, parent, positions, len(parts), split=shard_ranges is not None)
-    iterators = []
-    for rank, part in enumerate(parts):
-        resume = resumes[rank]
-        plan = None
-        if resume is not None and resume.ranges is not None:
-            plan = rows_plan(parent, resume.ranges)
-        shard = [shard_ranges[rank]] if shard_ranges is not None else None
-        iterators.append(placed(part.iterator(), ShardPlace(shard, resume, plan)))
-    return iterators
-
-
-def _layout(parts: list[Any], plans: list[Plan]) -> tuple[Plan | None, list[Any] | None]:
-    """The dataset the parts were cut from and each part's row window; the window list is
-    None when every worker reads the whole dataset. ``(None, None)``: not known."""
-    origins = [p.origin for p in plans]
-    distinct = len(parts) == 1 or len({id(p) for p in parts}) == len(parts)
-    if distinct and all(o is not None for o in origins):
-        parents = {id(o[0]) for o in origins if o is not None}
-        if len(parents) == 1:
-            return origins[0][0], [o[1] for o in origins if o is not None]  # type: ignore[index]
-    if all(p is parts[0] for p in parts):
-        return plans[0], None
-    return None, None
-
-
-def _resumes(
-    name: str, parent: Plan, positions: list[Any], num_workers: int, *, split: bool
-) -> list[Resume | None]:
-    total = sum(parent.row_counts())
-    highest = max(
-        (stop for p in positions if p for key in ("pass", "consumed", "shard")
-         for _, stop in as_ranges(p.get(key)) or []),
-        default=0,
-    )  # fmt: skip
-    if highest > total:
-        warnings.warn(
-            f"the checkpoint's position in dataset {name!r} names row {highest - 1}, but the "
-            f"dataset has {total} rows now: its epoch starts over. HINT: restore a run with "
-            "the datasets it was started with",
-            stacklevel=2,
-        )
-        return [None] * num_workers
-    try:
-        resumes = plan_resume(positions, num_workers, split=split, total=total)
-    except ValueError as exc:
-        warnings.warn(f"dataset {name!r}: {exc}; its epoch starts over", stacklevel=2)
-        return [None] * num_workers
-    if any(r is not None and r.ranges is not None for r in resumes) and reorders(parent):
-        warnings.warn(
-            f"dataset {name!r} is in a new random order at every pass (random_shuffle() "
-            "without a seed), so which rows the interrupted epoch gave is not known: the "
-            "rest of that epoch is the right number of rows, not the right rows. HINT: "
-            "random_shuffle(seed=...) keeps exactly-once data across restarts",
-            stacklevel=2,
-        )
-    return resumes
+    return resumed_shards(shards, saved_positions(checkpoint).get("datasets") or {})

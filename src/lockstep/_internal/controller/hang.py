@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import site
 import sys
 import sysconfig
 import time
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lockstep._core.errors import WorkerFailure
+from lockstep._internal.controller.steps import StepAggregator
 
 
 @dataclass(frozen=True)
@@ -42,22 +44,28 @@ class Frame:
         return f"{self.function}() at {os.path.basename(self.filename)}:{self.lineno}"
 
 
-class HangWatch:
-    """When the last progress was, and whether it is longer ago than the timeout.
+@dataclass(frozen=True)
+class Hang:
+    """The decision: no rank made progress for ``idle_s`` seconds."""
 
-    Armed once every rank has started its training function: a backend's setup (imports,
-    the process group's rendezvous) has timeouts of its own and is no step.
+    idle_s: float
+
+
+class HangPolicy:
+    """Decides HANG when the last progress is longer ago than the timeout.
+
+    Progress is a report or a heartbeat from any rank. Armed once every rank has started
+    its training function: a backend's setup (imports, the process group's rendezvous)
+    has timeouts of its own and is no step.
 
     Example:
-        >>> watch = HangWatch(60.0)
-        >>> watch.reset(num_workers=1, now=0.0)
-        >>> watch.overdue(now=100.0)  # rank 0 is still setting up
-        False
-        >>> watch.rank_started(0, now=100.0)
-        >>> watch.overdue(now=130.0), watch.overdue(now=161.0), watch.idle_s(now=161.0)
-        (False, True, 61.0)
-        >>> HangWatch(None).overdue(now=1e12)
-        False
+        >>> policy = HangPolicy(60.0)
+        >>> policy.reset(num_workers=1, now=0.0)
+        >>> policy.decide(now=100.0)  # rank 0 is still setting up
+        >>> policy.rank_started(0, now=100.0)
+        >>> policy.decide(now=130.0), policy.decide(now=161.0)
+        (None, Hang(idle_s=61.0))
+        >>> HangPolicy(None).decide(now=1e12)
     """
 
     def __init__(
@@ -81,15 +89,11 @@ class HangWatch:
     def progress(self, now: float | None = None) -> None:
         self._last = self._clock() if now is None else now
 
-    def idle_s(self, now: float | None = None) -> float:
-        return (self._clock() if now is None else now) - self._last
-
-    def overdue(self, now: float | None = None) -> bool:
-        return (
-            self.timeout_s is not None
-            and len(self._started) >= self._num_workers
-            and self.idle_s(now) > self.timeout_s
-        )
+    def decide(self, now: float | None = None) -> Hang | None:
+        if self.timeout_s is None or len(self._started) < self._num_workers:
+            return None
+        idle = (self._clock() if now is None else now) - self._last
+        return Hang(idle) if idle > self.timeout_s else None
 
 
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
@@ -135,7 +139,19 @@ _TESTING = _PACKAGE + "testing" + os.sep  # lockstep.testing's faults count as t
 _STDLIB = tuple(
     {os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")} | {"<frozen "}
 )
-_LIBRARIES = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")})
+# Installed packages: this interpreter's, and those a virtualenv sees from the system's
+# Python (--system-site-packages), which lie inside that Python's standard library.
+_LIBRARIES = tuple(
+    {os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")}
+    | {os.path.join(path, "") for path in site.getsitepackages()}
+)
+_SITE_DIRS = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith(_LIBRARIES) or _SITE_DIRS.search(filename) is not None
+
+
 # Where a rank waits for the others: lockstep's report() and collectives, and the
 # frameworks' collectives (a GBDT library's C++ training step holds its all-reduce).
 _COLLECTIVES = re.compile(
@@ -150,7 +166,7 @@ def _is_ours(filename: str) -> bool:
 
 def _is_stdlib(filename: str) -> bool:
     # site-packages lies inside the standard library's directory
-    return filename.startswith(_STDLIB) and not filename.startswith(_LIBRARIES)
+    return filename.startswith(_STDLIB) and not _is_library(filename)
 
 
 def innermost_user_frame(frames: list[Frame]) -> Frame | None:
@@ -158,7 +174,7 @@ def innermost_user_frame(frames: list[Frame]) -> Frame | None:
     or an installed package's; failing that, not lockstep's or the standard library's."""
     outside = [f for f in frames if not _is_ours(f.filename)]
     not_stdlib = [f for f in outside if not _is_stdlib(f.filename)]
-    users = [f for f in not_stdlib if not f.filename.startswith(_LIBRARIES)]
+    users = [f for f in not_stdlib if not _is_library(f.filename)]
     for candidates in (users, not_stdlib, outside, frames):
         if candidates:
             return candidates[0]
@@ -184,7 +200,7 @@ def waiting_in(frames: list[Frame]) -> str | None:
             continue
         if _COLLECTIVES.search(name):
             return "a collective"
-        if not name.startswith(_LIBRARIES):
+        if not _is_library(name):
             return None  # the user's own code: not waiting for anyone
     return None
 
@@ -268,3 +284,27 @@ def stacks_text(summary: str, ranks: Mapping[int, RankState]) -> str:
 
 def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def describe_hang(
+    hang: Hang,
+    stacks: Mapping[int, tuple[int, str]],
+    steps: StepAggregator,
+    running: list[int],
+) -> tuple[WorkerFailure, str]:
+    """The failure naming the stuck rank and the text of every rank's stacks (for
+    ``errors/attempt_N.txt``), from the stacks the group collected (``{rank: (pid,
+    text)}``) and the steps each rank reported."""
+    counts = steps.counts()
+    waiting = set(steps.waiting())
+    ranks = {
+        rank: RankState(
+            pid=stacks[rank][0] if rank in stacks else None,
+            num_reports=counts.get(rank, 0),
+            stacks=stacks[rank][1] if rank in stacks else "",
+            in_report=rank in waiting,
+        )
+        for rank in running
+    }
+    failure = hang_failure(ranks, idle_s=hang.idle_s, waiting_step=steps.next_step + 1)
+    return failure, stacks_text(failure.summary, ranks)

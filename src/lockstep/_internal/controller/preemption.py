@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
+from typing import Protocol
 
 from lockstep._core import flags
 from lockstep._core.errors import WorkerFailure
@@ -80,3 +81,47 @@ class Drain:
             )
             for rank in ranks
         }
+
+
+class DrainingGroup(Protocol):
+    """What the policy asks of the worker group: is one of its nodes being drained?"""
+
+    def preemption_notice(self) -> PreemptionInfo | None: ...
+
+
+class PreemptionPolicy:
+    """Decides when an attempt drains, and how: a stop asked of the driver by a signal
+    (the run stops, restorable), or a node of the group drained (the run restarts off it).
+
+    Args:
+        deadline_s: ``FailureConfig.preemption_deadline_s``: how long from the notice the
+            workers have to report once more.
+    """
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.notice: Notice | None = None
+
+    def request(self, reason: str) -> None:
+        """A signal asked the driver to stop. Safe in a signal handler: it only records."""
+        if self.notice is None:
+            self.notice = Notice(reason, time.time())
+
+    def decide(
+        self, drain: Drain | None, group: DrainingGroup, *, num_steps: int, num_workers: int
+    ) -> Drain | None:
+        """The drain the attempt is in from this step on: the one it was in, a new one the
+        workers are to be told of, or None. A stop of the driver takes over a node's
+        drain (the run stops rather than restarts)."""
+        if self.notice is not None and (drain is None or not drain.stops_run):
+            info = driver_notice_info(self.notice, self.deadline_s, num_workers)
+            return Drain(info, stops_run=True, num_steps=num_steps)
+        if drain is not None:
+            return drain
+        notice = group.preemption_notice()  # checked at most every few seconds by the group
+        if notice is None:
+            return None
+        if notice.deadline_ms is None:
+            deadline_ms = int((time.time() + self.deadline_s) * 1000)
+            notice = dataclasses.replace(notice, deadline_ms=deadline_ms)
+        return Drain(notice, stops_run=False, num_steps=num_steps)

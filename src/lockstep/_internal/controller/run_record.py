@@ -20,13 +20,15 @@ import copy
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
-from lockstep._core.errors import TrainingFailedError, last_output_header
+from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, last_output_header
+from lockstep._core.result import Result, user_metrics
 from lockstep._core.run_state import AttemptRecord, RunState
 from lockstep._internal.controller.checkpoint_manager import CheckpointManager
 from lockstep._internal.controller.run_log import RunLog
@@ -288,6 +290,23 @@ class RunRecord:
             sync=sync,
         )
 
+    def start_from(self, checkpoint: Checkpoint, metrics: Mapping[str, Any]) -> None:
+        """Make a copy of ``checkpoint`` (another run's: a PBT donor's) this run's latest,
+        committed before any worker starts, with the ``metrics`` its step reported: the
+        next attempt starts from it."""
+        with self._uncommitted_on_error():
+            self._checkpoints.adopt(checkpoint, dict(metrics), self.state.training_iteration)
+
+    def write_stacks(self, attempt: int, text: str) -> None:
+        """Keep a hung attempt's stacks in ``errors/attempt_N.txt``; a storage that will
+        not take them costs a warning, not the run's error."""
+        name = f"{storage.ERRORS_DIR}/attempt_{attempt}.txt"
+        try:
+            self.run_dir.makedirs(storage.ERRORS_DIR)
+            self.run_dir.write_atomic(name, text.encode())
+        except OSError as exc:
+            warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=2)
+
     def record_failure(self, *, preempted: bool = False, cause: str | None = None) -> int:
         """The worker group failed (once, however many of its workers did), or was
         preempted, because of ``cause`` (the root cause's summary); return how many times
@@ -300,6 +319,28 @@ class RunRecord:
             return state.num_preemptions - self._counted_before[1]
         state.num_failures += 1
         return state.num_failures - self._counted_before[0]
+
+    def result(self, last_metrics: dict[str, Any] | None, *, return_value: Any = None) -> Result:
+        """The run's Result as its record stands: the last metrics (the last row's when not
+        given), the checkpoints kept, its error."""
+        if last_metrics is None and self.last_row is not None:
+            last_metrics = user_metrics(self.last_row)
+        return Result.from_state(
+            self.run_dir,
+            self.state,
+            last_metrics=last_metrics,
+            return_value=return_value,
+            num_to_keep=self.num_to_keep,
+        )
+
+    def interruption(self, reason: str) -> TrainingInterrupted:
+        """The error a run stopped by ``reason`` raises: where it stopped, how to go on."""
+        return TrainingInterrupted(
+            reason=reason,
+            path=self.run_dir.uri,
+            training_iteration=self.state.training_iteration,
+            latest_checkpoint=self.state.latest,
+        )
 
     def close(
         self,

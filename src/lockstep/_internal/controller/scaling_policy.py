@@ -189,9 +189,8 @@ def create_scaling_policy(scaling_config: ScalingConfig) -> ScalingPolicy:
     return FixedScalingPolicy(scaling_config)
 
 
-@dataclass(frozen=True)
 class ElasticRun:
-    """What the controller needs to carry out an elastic run's decisions.
+    """An elastic run's sizes, decided by its policy and carried out by the controller.
 
     Args:
         policy: Decides the sizes.
@@ -200,6 +199,51 @@ class ElasticRun:
         resize_spec: The worker group spec for a new size (its datasets split anew).
     """
 
-    policy: ScalingPolicy
-    capacity: Callable[[WorkerGroup | None], Sequence[Mapping[str, float]]]
-    resize_spec: Callable[[WorkerGroupSpec, int], WorkerGroupSpec]
+    def __init__(
+        self,
+        *,
+        policy: ScalingPolicy,
+        capacity: Callable[[WorkerGroup | None], Sequence[Mapping[str, float]]],
+        resize_spec: Callable[[WorkerGroupSpec, int], WorkerGroupSpec],
+    ) -> None:
+        self.policy = policy
+        self.capacity = capacity
+        self._resize_spec = resize_spec
+        self._next_size: int | None = None  # decided while running, for the next start
+        self._sized: int | None = None  # the size the spec was last made for
+
+    def size_to_start(self) -> int | None:
+        """The size of the attempt starting now: the one decided while the last attempt
+        ran (a resize), or what fits now; None while too few fit (wait, look again)."""
+        size, self._next_size = self._next_size, None
+        if size is not None:
+            return size
+        capacity = self.capacity
+        decision = self.policy.make_decision_for_non_running_worker_group(lambda: capacity(None))
+        if isinstance(decision, NoopDecision):
+            return None
+        assert isinstance(decision, ResizeDecision)
+        return decision.num_workers
+
+    def size_while_running(
+        self, group: WorkerGroup, num_workers: int, started_at: float
+    ) -> int | None:
+        """A new size for the healthy running group (checked every
+        ``elastic_resize_monitor_interval_s``), or None to keep it; a new size is the next
+        start's."""
+        capacity = self.capacity
+        decision = self.policy.make_decision_for_running_worker_group(
+            WorkerGroupState(num_workers=num_workers, start_time=started_at),
+            lambda: capacity(group),
+        )
+        if not isinstance(decision, ResizeDecision):
+            return None
+        self._next_size = decision.num_workers
+        return decision.num_workers
+
+    def spec_for(self, spec: WorkerGroupSpec, size: int) -> WorkerGroupSpec | None:
+        """The spec for ``size`` workers, or None when ``spec`` is already for that size."""
+        if size == self._sized:
+            return None
+        self._sized = size
+        return self._resize_spec(spec, size)

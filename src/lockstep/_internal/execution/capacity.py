@@ -6,7 +6,7 @@ controller) turns them into a size.
 
 Capacity is a list with one dict of resources per node (``[{"CPU": 4.0, "GPU": 1.0}]``):
 workers do not span nodes, so each node is counted on its own. Each executor measures its
-own: ``executor_choice.local_capacity`` (this machine), ``worker_group.ray.ray_capacity``.
+own: ``resolve.local_capacity`` (this machine), ``worker_group.ray.ray_capacity``.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ Preempted.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
@@ -42,13 +43,23 @@ def _pickled_by_fields(cls: type[_M]) -> type[_M]:
 STACK_SIGNAL = signal.SIGUSR1
 
 
+class LocalFunction(NamedTuple):
+    """The training function of a worker that runs in the driver's process (inline)."""
+
+    fn: Callable[..., Any]
+    config: dict[str, Any]
+    takes_config: bool
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerStart:
     """Everything one worker needs to run the training function.
 
     Attributes:
         context: The worker's ranks and run information.
-        train_fn: ``cloudpickle.dumps((function, config))``.
+        train_fn: ``cloudpickle.dumps((function, config, takes_config))``, or, for a
+            worker in the driver's process, the :class:`LocalFunction` itself (never
+            pickled: a function given large objects shares them).
         backend: The framework backend, set up before the function runs.
         run_dir: The run directory, where checkpoints are staged.
         checkpoint: The checkpoint to resume from, or None.
@@ -65,7 +76,7 @@ class WorkerStart:
     """
 
     context: TrainContext
-    train_fn: bytes
+    train_fn: bytes | LocalFunction
     backend: Any
     run_dir: StorageDir
     checkpoint: Checkpoint | None

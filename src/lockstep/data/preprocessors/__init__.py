@@ -17,6 +17,8 @@ from lockstep.data.preprocessors._base import (
     FitStatus,
     Preprocessor,
     PreprocessorNotFittedException,
+    SerializablePreprocessorBase,
+    UnknownPreprocessorError,
 )
 from lockstep.data.preprocessors._chain import Chain, Pipeline
 from lockstep.data.preprocessors._concatenator import Concatenator
@@ -74,8 +76,10 @@ __all__ = [
     "Repartitioner",
     "RobustScaler",
     "Scaler",
+    "SerializablePreprocessorBase",
     "SimpleImputer",
     "StandardScaler",
     "Tokenizer",
     "UniformKBinsDiscretizer",
+    "UnknownPreprocessorError",
 ]

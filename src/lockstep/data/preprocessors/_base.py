@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import inspect
 import pickle
 import warnings
 from collections.abc import Mapping, Sequence
@@ -230,7 +231,11 @@ class Preprocessor:
             >>> StandardScaler(["x"]).get_input_columns()
             ['x']
         """
-        return list(getattr(self, "_columns", getattr(self, "columns", [])))
+        for name in ("_columns", "columns", "label_column"):
+            value = getattr(self, name, None)
+            if value is not None:
+                return [value] if isinstance(value, str) else list(value)
+        return []
 
     def get_output_columns(self) -> list[str]:
         """The columns the preprocessor writes.
@@ -240,8 +245,11 @@ class Preprocessor:
             >>> StandardScaler(["x"], output_columns=["x_scaled"]).get_output_columns()
             ['x_scaled']
         """
-        columns = getattr(self, "_output_columns", getattr(self, "output_columns", None))
-        return list(columns) if columns else self.get_input_columns()
+        for name in ("_output_columns", "output_columns", "output_column", "output_column_name"):
+            value = getattr(self, name, None)
+            if value:
+                return [value] if isinstance(value, str) else list(value)
+        return self.get_input_columns()
 
     def serialize(self) -> bytes:
         """The preprocessor as bytes (``b"CPKL:"`` and a cloudpickle), as Ray's format.
@@ -262,6 +270,10 @@ class Preprocessor:
 
         Also takes Ray's older format, a base64 string of a pickle.
 
+        Raises:
+            UnknownPreprocessorError: ``data`` names a preprocessor type not known here.
+            ValueError: ``data`` was not made by ``serialize``.
+
         Example:
             >>> from lockstep.data.preprocessors import MinMaxScaler, Preprocessor
             >>> Preprocessor.deserialize(MinMaxScaler(["x"]).serialize()).columns
@@ -279,6 +291,8 @@ class Preprocessor:
                 "Preprocessor.deserialize: these bytes were not made by serialize(). "
                 "HINT: pass exactly what preprocessor.serialize() returned"
             ) from exc
+        if isinstance(loaded, Mapping) and "type" in loaded:
+            return SerializablePreprocessorBase._from_record(loaded)
         if not isinstance(loaded, Preprocessor):
             raise ValueError(f"Preprocessor.deserialize: got a {type(loaded).__name__}")
         return loaded
@@ -389,12 +403,122 @@ class Preprocessor:
 
     def __repr__(self) -> str:
         fields = ", ".join(
-            f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k != "stats_"
+            f"{k}={_shown(v)}"
+            for k, v in vars(self).items()
+            if not k.startswith("_") and k != "stats_"
         )
         return f"{type(self).__name__}({fields})"
 
 
 FitStatus = Preprocessor.FitStatus
+
+
+class UnknownPreprocessorError(ValueError):
+    """Serialized data names a preprocessor type that this process does not know.
+
+    Example:
+        >>> issubclass(UnknownPreprocessorError, ValueError)
+        True
+    """
+
+
+class SerializablePreprocessorBase(Preprocessor):
+    """Ray's serializable preprocessor: ``serialize()`` keeps the type, its version, the
+    constructor's fields and the fitted ``stats_`` (``b"CPKL:"`` and a cloudpickle of that
+    record), and ``deserialize`` rebuilds the preprocessor from them, as Ray does.
+
+    A subclass may override ``_get_serializable_fields`` / ``_set_serializable_fields``
+    (e.g. to migrate fields of an older ``get_version()``) and ``_get_stats`` /
+    ``_set_stats``. The built-in preprocessors are serializable preprocessors.
+
+    Example:
+        >>> import lockstep.data as ld
+        >>> from lockstep.data.preprocessors import StandardScaler
+        >>> data = StandardScaler(["id"]).fit(ld.range(3)).serialize()
+        >>> data.startswith(SerializablePreprocessorBase.MAGIC_CLOUDPICKLE)
+        True
+        >>> SerializablePreprocessorBase.deserialize(data).stats_["mean(id)"]
+        1.0
+    """
+
+    class SerializationFormat(str, enum.Enum):
+        """The formats ``deserialize`` reads."""
+
+        CLOUDPICKLE = "cloudpickle"
+        PICKLE = "pickle"  # Ray's older base64 pickle
+
+    MAGIC_CLOUDPICKLE: ClassVar[bytes] = _PICKLE_PREFIX
+    SERIALIZER_FORMAT_VERSION: ClassVar[int] = 1
+    _version: ClassVar[int] = 1
+    _registry: ClassVar[dict[str, type[SerializablePreprocessorBase]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        SerializablePreprocessorBase._registry[cls.get_preprocessor_class_id()] = cls
+
+    @classmethod
+    def get_preprocessor_class_id(cls) -> str:
+        """The name of this type in serialized data (its module and class name)."""
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    @classmethod
+    def get_version(cls) -> int:
+        """The version of this type's serialized fields."""
+        return cls._version
+
+    def _get_serializable_fields(self) -> dict[str, Any]:
+        """The fields that rebuild the preprocessor: its public attributes but ``stats_``."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "stats_"}
+
+    def _set_serializable_fields(self, fields: dict[str, Any], version: int) -> None:
+        """Set the fields ``_get_serializable_fields`` gave (of ``version``)."""
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def _get_stats(self) -> dict[str, Any]:
+        """What ``fit`` learned."""
+        return dict(getattr(self, "stats_", {}) or {})
+
+    def _set_stats(self, stats: dict[str, Any]) -> None:
+        """Set what ``_get_stats`` gave."""
+        self.stats_ = dict(stats)
+
+    def serialize(self) -> bytes:
+        """``b"CPKL:"`` and a cloudpickle of the type, version, fields and stats."""
+        import cloudpickle
+
+        record = {
+            "type": self.get_preprocessor_class_id(),
+            "version": self.get_version(),
+            "fields": self._get_serializable_fields(),
+            "stats": self._get_stats(),
+            "fitted": bool(getattr(self, "_fitted", False)),
+            "serializer_format_version": self.SERIALIZER_FORMAT_VERSION,
+        }
+        return self.MAGIC_CLOUDPICKLE + bytes(cloudpickle.dumps(record))
+
+    @staticmethod
+    def _from_record(record: Mapping[str, Any]) -> Preprocessor:
+        kind = record["type"]
+        cls = SerializablePreprocessorBase._registry.get(kind)
+        if cls is None:
+            raise UnknownPreprocessorError(
+                f"Unknown preprocessor type {kind!r} in serialized data. HINT: import the "
+                "module that defines it before deserialize()"
+            )
+        preprocessor = cls.__new__(cls)
+        preprocessor._set_serializable_fields(dict(record["fields"]), int(record["version"]))
+        preprocessor._set_stats(dict(record.get("stats") or {}))
+        preprocessor._fitted = bool(record.get("fitted", bool(record.get("stats"))))
+        return preprocessor
+
+
+def _shown(value: Any) -> str:
+    """A field in ``repr``: a function by its name (as Ray shows one; its address would
+    make the repr long and different every run)."""
+    if inspect.isfunction(value) or inspect.isbuiltin(value):
+        return str(value.__name__)
+    return repr(value)
 
 
 def _as_table(batch: Any) -> Any:
@@ -406,13 +530,20 @@ def _as_table(batch: Any) -> Any:
     return from_batch(batch, "transform_batch")
 
 
-class ArrowPreprocessor(Preprocessor):
+class ArrowPreprocessor(SerializablePreprocessorBase):
     """The built-ins' base: they transform Arrow tables, keep every row, fit ``stats_``."""
 
     _keeps_rows = True
 
     def _transform_arrow(self, table: Any) -> Any:
         raise NotImplementedError
+
+    def _transform_pandas(self, df: Any) -> Any:
+        """The Arrow transform of a ``pandas.DataFrame`` (Ray's built-ins have both)."""
+        return self._transform_any(df)
+
+    def _determine_transform_to_use(self) -> str:
+        return "pyarrow"
 
 
 def _check_dataset(ds: Any, where: str) -> None:
@@ -443,8 +574,9 @@ def output_names(columns: list[str], output_columns: Sequence[str] | None, where
     outputs = list(output_columns)
     if len(outputs) != len(columns):
         raise ValueError(
-            f"{where}: {len(outputs)} output_columns for {len(columns)} columns. "
-            "HINT: one output column per input column, or leave output_columns out"
+            "The length of columns and output_columns must match. HINT: "
+            f"{where} got {len(outputs)} output_columns for {len(columns)} columns; give one "
+            "output column per input column, or leave output_columns out"
         )
     return outputs
 

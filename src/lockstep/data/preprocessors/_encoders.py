@@ -3,6 +3,7 @@
 Categories are the sorted distinct present values seen by ``fit`` (counted streaming, with
 ``pyarrow.compute.value_counts``); ``stats_["unique_values(col)"]`` maps each to its index.
 A value not seen by ``fit`` encodes as null (ordinal) or all zeros (one-hot, multi-hot).
+As in Ray, a null in a column to encode is refused, by ``fit`` and by ``transform``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,30 @@ def _indices(column: Any, categories: Mapping[Any, int]) -> Any:
     return pc.take(order, found)
 
 
+def _refuse_nulls(table: Any, columns: Sequence[str]) -> None:
+    """Raise as Ray's encoders do when a column to encode holds a null (or NaN)."""
+    missing = [c for c in columns if _has_missing(table.column(c))]
+    if missing:
+        raise ValueError(
+            f"Unable to transform columns {missing} because they contain null values. "
+            "Consider imputing missing values first. HINT: SimpleImputer before the encoder"
+        )
+
+
+def _has_missing(column: Any) -> bool:
+    if column.null_count:
+        return True
+    return bool(pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py())
+
+
+def _whole_lists(column: Any, categories: Mapping[Any, int]) -> Any:
+    """The index of each whole list (as a tuple) among ``categories``, null if absent."""
+    return pa.array(
+        [None if v is None else categories.get(tuple(v)) for v in column.to_pylist()],
+        pa.int64(),
+    )
+
+
 def _check_max_categories(max_categories: Any, columns: list[str], where: str) -> dict[str, int]:
     limits = dict(max_categories or {})
     unknown = [c for c in limits if c not in columns]
@@ -98,7 +123,7 @@ class OrdinalEncoder(ArrowPreprocessor):
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
         list_columns = [c for c in self.columns if _is_list(ds, c)]
         plain = [c for c in self.columns if c not in list_columns]
-        counts = statistics.value_counts(ds, plain) if plain else {}
+        counts = statistics.value_counts(ds, plain, refuse_missing=True) if plain else {}
         if list_columns:
             if self.encode_lists:
                 counts.update(statistics.value_counts(ds, list_columns, lists=True))
@@ -108,6 +133,7 @@ class OrdinalEncoder(ArrowPreprocessor):
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, self.columns, "OrdinalEncoder")
+        _refuse_nulls(table, self.columns)
         for name, out in zip(self.columns, self.output_columns, strict=True):
             categories = self.stats_[f"unique_values({name})"]
             column = table.column(name)
@@ -120,10 +146,7 @@ class OrdinalEncoder(ArrowPreprocessor):
 
     def _encode_lists(self, column: Any, categories: Mapping[Any, int]) -> Any:
         if not self.encode_lists:
-            lists = column.to_pylist()
-            return pa.array(
-                [None if v is None else categories.get(tuple(v)) for v in lists], pa.int64()
-            )
+            return _whole_lists(column, categories)
         array = column.combine_chunks()
         flat = _indices(array.flatten(), categories)
         offsets = pc.subtract(array.offsets, array.offsets[0])
@@ -168,6 +191,18 @@ class _HotEncoder(ArrowPreprocessor):
         self.max_categories = _check_max_categories(max_categories, self.columns, where)
         self.output_columns = output_names(self.columns, output_columns, where)
 
+    def _counts(self, ds: Dataset, *, lists_whole: bool) -> dict[str, Any]:
+        """Per column, how often each category occurs: a scalar column's values, and a
+        list column's whole lists (``lists_whole``) or elements."""
+        lists = [c for c in self.columns if _is_list(ds, c)]
+        plain = [c for c in self.columns if c not in lists]
+        counts = statistics.value_counts(ds, plain, refuse_missing=True) if plain else {}
+        if lists and lists_whole:
+            counts.update(statistics.list_value_counts(ds, lists, refuse_missing=True))
+        elif lists:
+            counts.update(statistics.value_counts(ds, lists, lists=True, refuse_missing=True))
+        return counts
+
     def _kept_categories(self, counts: Mapping[str, Any]) -> dict[str, Any]:
         """Per column, its sorted categories (the most frequent ``max_categories``)."""
         return {
@@ -180,7 +215,8 @@ class OneHotEncoder(_HotEncoder):
     """Encode each value as a one-hot vector over the sorted categories seen by ``fit``.
 
     The column becomes a vector per row (a numpy batch gives a ``(rows, categories)``
-    array); an unseen or missing value gives all zeros.
+    array); an unseen value gives all zeros. In a list column each whole list is a
+    category (a tuple in ``stats_``), as in Ray.
 
     Args:
         columns: The columns to encode.
@@ -195,25 +231,27 @@ class OneHotEncoder(_HotEncoder):
     """
 
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
-        lists = [c for c in self.columns if _is_list(ds, c)]
-        if lists:
-            raise ValueError(
-                f"OneHotEncoder: columns {lists} hold lists. HINT: use MultiHotEncoder for them"
-            )
-        return self._kept_categories(statistics.value_counts(ds, self.columns))
+        return self._kept_categories(self._counts(ds, lists_whole=True))
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, self.columns, "OneHotEncoder")
+        _refuse_nulls(table, self.columns)
         rows = np.arange(table.num_rows)
         for name, out in zip(self.columns, self.output_columns, strict=True):
             categories = self.stats_[f"unique_values({name})"]
-            indices = _indices(table.column(name), categories)
+            column = table.column(name)
+            if _is_list_type(column.type):
+                indices = _whole_lists(column, categories)
+            else:
+                indices = _indices(column, categories)
             table = put_column(table, out, _hot(rows, indices, table.num_rows, len(categories)))
         return table
 
 
 class MultiHotEncoder(_HotEncoder):
     """Encode lists as vectors counting each category's occurrences in the list.
+
+    A column of single values is encoded as if each were a list of one (one-hot), as in Ray.
 
     Args:
         columns: The list columns to encode.
@@ -228,20 +266,19 @@ class MultiHotEncoder(_HotEncoder):
     """
 
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
-        return self._kept_categories(statistics.value_counts(ds, self.columns, lists=True))
+        return self._kept_categories(self._counts(ds, lists_whole=False))
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, self.columns, "MultiHotEncoder")
+        _refuse_nulls(table, self.columns)
         for name, out in zip(self.columns, self.output_columns, strict=True):
             categories = self.stats_[f"unique_values({name})"]
             array = table.column(name).combine_chunks()
-            if not _is_list_type(array.type):
-                raise ValueError(
-                    f"MultiHotEncoder: column {name!r} is {array.type}, not a list. "
-                    "HINT: use OneHotEncoder for single values"
-                )
-            parents = pc.list_parent_indices(array).to_numpy()
-            indices = _indices(pc.list_flatten(array), categories)
+            if _is_list_type(array.type):
+                parents = pc.list_parent_indices(array).to_numpy()
+                indices = _indices(pc.list_flatten(array), categories)
+            else:
+                parents, indices = np.arange(len(array)), _indices(array, categories)
             table = put_column(table, out, _hot(parents, indices, len(array), len(categories)))
         return table
 
@@ -266,11 +303,12 @@ class LabelEncoder(ArrowPreprocessor):
         self.output_column = output_column or self.label_column
 
     def _compute_stats(self, ds: Dataset) -> dict[str, Any]:
-        counts = statistics.value_counts(ds, [self.label_column])
+        counts = statistics.value_counts(ds, [self.label_column], refuse_missing=True)
         return {f"unique_values({self.label_column})": _categories(counts[self.label_column], None)}
 
     def _transform_arrow(self, table: Any) -> Any:
         require_columns(table, [self.label_column], "LabelEncoder")
+        _refuse_nulls(table, [self.label_column])
         categories = self.stats_[f"unique_values({self.label_column})"]
         return put_column(
             table, self.output_column, _indices(table.column(self.label_column), categories)

@@ -81,6 +81,12 @@ class SimpleImputer(ArrowPreprocessor):
                     )
                 table = table.append_column(name, pa.array([value] * table.num_rows))
                 continue
+            if value is None:
+                raise ValueError(
+                    f"Column {name} has no fill value. Check the data used to fit the "
+                    "SimpleImputer. HINT: the column had no values at fit time; fit on data "
+                    "with values, or use strategy='constant'"
+                )
             table = put_column(table, name, filled(table.column(name), value))
         return table
 

@@ -38,7 +38,7 @@ class BatchMapper(Preprocessor):
     ):
         check_callable(fn, type(self).__name__)
         self.fn = fn
-        self.batch_format = check_batch_format(batch_format, type(self).__name__)
+        self.batch_format = check_batch_format(batch_format, type(self).__name__) or "pyarrow"
         self.batch_size = batch_size
 
     def _transform_dataset(self, ds: Dataset, batch_size: int | None = None) -> Dataset:

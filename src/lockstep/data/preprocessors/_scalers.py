@@ -1,8 +1,9 @@
 """Scalers: (x - center) / scale per column, with the statistics fitted streaming.
 
-Results match scikit-learn's scalers: population standard deviation, a zero scale treated
-as one, missing values (null, NaN) ignored by fit and kept by transform. Float columns keep
-their float type; integer columns become float64.
+Results match scikit-learn's scalers: population standard deviation, a scale below 1e-8
+(a constant or near-constant column, Ray's threshold) treated as one, missing values (null,
+NaN) ignored by fit and kept by transform. Float columns keep their float type; integer
+columns become float64.
 """
 
 from __future__ import annotations
@@ -45,13 +46,18 @@ class _ColumnScaler(ArrowPreprocessor):
         return table
 
 
+_EPSILON = 1e-8
+
+
 def scaled(column: Any, center: float | None, scale: float | None) -> Any:
-    """``(column - center) / scale``; a zero scale counts as 1, a missing center gives nulls."""
+    """``(column - center) / scale``; a scale below 1e-8 counts as 1, a missing center gives
+    nulls."""
     kind = column.type if pa.types.is_floating(column.type) else pa.float64()
     values = column.cast(kind)
     if center is None:
         return pa.nulls(len(column), kind)
-    divisor = scale if scale else 1.0
+    # a scale below 1e-8 (a constant or near-constant column) counts as 1, as in Ray
+    divisor = scale if scale and abs(scale) >= _EPSILON else 1.0
     return pc.divide(pc.subtract(values, pa.scalar(center, kind)), pa.scalar(divisor, kind))
 
 

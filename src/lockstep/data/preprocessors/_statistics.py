@@ -90,26 +90,49 @@ def quantiles(
 
 
 def value_counts(
-    dataset: Dataset, columns: Sequence[str], *, lists: bool = False
+    dataset: Dataset,
+    columns: Sequence[str],
+    *,
+    lists: bool = False,
+    refuse_missing: bool = False,
 ) -> dict[str, Counter[Any]]:
-    """Per column: how often each present value occurs (in list elements when ``lists``)."""
+    """Per column: how often each present value occurs (in list elements when ``lists``).
+
+    Raises:
+        ValueError: ``refuse_missing`` and a column holds a null or NaN (as Ray's encoders
+            refuse them).
+    """
     result: dict[str, Counter[Any]] = {c: Counter() for c in columns}
     for block in _blocks(dataset, columns):
         for name in columns:
             column = block.column(name)
             if lists:
                 column = pc.list_flatten(column)
-            counts = pc.value_counts(present(column))
+            kept = present(column)
+            if refuse_missing and len(kept) != len(column):
+                raise ValueError(
+                    "Unable to fit column because it contains null values. Consider "
+                    f"imputing missing values first. HINT: column {name!r} has nulls; "
+                    "fill them with SimpleImputer before this preprocessor"
+                )
+            counts = pc.value_counts(kept)
             values = counts.field("values").to_pylist()
             result[name].update(dict(zip(values, counts.field("counts").to_pylist(), strict=True)))
     return result
 
 
-def list_value_counts(dataset: Dataset, columns: Sequence[str]) -> dict[str, Counter[Any]]:
+def list_value_counts(
+    dataset: Dataset, columns: Sequence[str], *, refuse_missing: bool = False
+) -> dict[str, Counter[Any]]:
     """Per column of lists: how often each whole list occurs (as a tuple)."""
     result: dict[str, Counter[Any]] = {c: Counter() for c in columns}
     for block in _blocks(dataset, columns):
         for name in columns:
             values = block.column(name).to_pylist()
+            if refuse_missing and None in values:
+                raise ValueError(
+                    "Unable to fit column because it contains null values. Consider "
+                    f"imputing missing values first. HINT: column {name!r} has nulls"
+                )
             result[name].update(tuple(v) for v in values if v is not None)
     return result

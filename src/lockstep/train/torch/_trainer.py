@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lockstep._core.config import ScalingConfig
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.backends.torch import TorchConfig
 from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec
@@ -20,15 +19,6 @@ class TorchTrainerSpec(FrameworkTrainerSpec):
 
     config_field: ClassVar[str] = "torch_config"
     config_type: ClassVar[type[BackendConfig]] = TorchConfig
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.backend(ScalingConfig.coerce(self.scaling_config))  # gloo or NCCL fits the devices
-
-    def backend(self, scaling: ScalingConfig) -> TorchConfig:
-        """The process group's config for the workers' devices (gloo, or NCCL on GPUs)."""
-        config: TorchConfig = super().backend(scaling)
-        return config.for_devices(scaling.use_gpu)
 
 
 class TorchTrainer(DataParallelTrainer):

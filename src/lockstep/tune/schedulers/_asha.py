@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lockstep.tune.schedulers._base import TrialScheduler
+from lockstep.tune.schedulers._base import FIFOScheduler, TrialScheduler
 
 
 class _Bracket:
@@ -26,13 +26,15 @@ class _Bracket:
 
         return float(np.nanpercentile(list(recorded.values()), (1 - 1 / self.rf) * 100))
 
-    def on_result(self, trial_id: str, cur_iter: float, score: float | None) -> str:
+    def on_result(self, trial_id: str, cur_iter: float, score: float, stop_last: bool) -> str:
+        """Record ``score`` at the highest rung ``cur_iter`` reached that has no score of
+        this trial yet; STOP when it is below that rung's cutoff."""
         for milestone, recorded in self.rungs:
+            if cur_iter >= milestone and trial_id in recorded and not stop_last:
+                break  # it passed this rung already: rungs below were decided before
             if cur_iter < milestone or trial_id in recorded:
                 continue
             cutoff = self.cutoff(recorded)
-            if score is None:
-                return TrialScheduler.CONTINUE
             recorded[trial_id] = score
             if cutoff is not None and score < cutoff:
                 return TrialScheduler.STOP
@@ -40,9 +42,12 @@ class _Bracket:
         return TrialScheduler.CONTINUE
 
 
-class AsyncHyperBandScheduler(TrialScheduler):
+class AsyncHyperBandScheduler(FIFOScheduler):
     """Stops a trial at a rung when its score is below the top ``1/reduction_factor`` of
     the scores other trials had at that rung; no trial waits for another.
+
+    With several brackets, each trial joins one at random, a bracket with ``k`` rungs
+    ``e**k`` times as likely (as in Ray Tune; ``np.random.seed`` makes it repeatable).
 
     Args:
         time_attr: The result key that counts progress.
@@ -89,26 +94,42 @@ class AsyncHyperBandScheduler(TrialScheduler):
             _Bracket(grace_period, max_t, reduction_factor, s) for s in range(brackets)
         ]
         self._trial_bracket: dict[str, _Bracket] = {}
-        self._counter = 0
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
-        self._trial_bracket[trial.trial_id] = self._brackets[self._counter % len(self._brackets)]
-        self._counter += 1
+        self._trial_bracket[trial.trial_id] = self._brackets[self._pick_bracket()]
+
+    def _pick_bracket(self) -> int:
+        if len(self._brackets) == 1:
+            return 0
+        import numpy as np
+
+        sizes = np.array([len(b.rungs) for b in self._brackets])
+        weights = np.e ** (sizes - sizes.max())
+        return int(np.random.choice(len(self._brackets), p=weights / weights.sum()))
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> Any:
         self._require_metric(type(self).__name__)
-        if self._time_attr not in result:
+        score = self._score(result)
+        if self._time_attr not in result or score is None:
             return self.CONTINUE
         cur_iter = result[self._time_attr]
         if self._stop_last and cur_iter >= self._max_t:
             return self.STOP
-        bracket = self._trial_bracket.get(trial.trial_id)
-        if bracket is None:
+        return self._bracket(tune_controller, trial).on_result(
+            trial.trial_id, cur_iter, score, self._stop_last
+        )
+
+    def _bracket(self, tune_controller: Any, trial: Any) -> _Bracket:
+        if trial.trial_id not in self._trial_bracket:
             self.on_trial_add(tune_controller, trial)
-            bracket = self._trial_bracket[trial.trial_id]
-        return bracket.on_result(trial.trial_id, cur_iter, self._score(result))
+        return self._trial_bracket[trial.trial_id]
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
+        # The last result counts at the rungs it reached, as Ray Tune records it.
+        score = self._score(result or {})
+        if score is not None and self._time_attr in result:
+            bracket = self._bracket(tune_controller, trial)
+            bracket.on_result(trial.trial_id, result[self._time_attr], score, self._stop_last)
         self._trial_bracket.pop(trial.trial_id, None)
 
 

@@ -95,6 +95,9 @@ class TrialScheduler:
 class FIFOScheduler(TrialScheduler):
     """Runs every trial to its end, in the order they were created (the default).
 
+    A trial that a subclass paused is not run again: it ends once nothing else is left
+    (Ray Tune resumes it then).
+
     Example:
         >>> FIFOScheduler().on_trial_result(None, None, {"loss": 1.0})
         'CONTINUE'

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lockstep.tune._search_space import Domain
-from lockstep.tune.schedulers._base import Exploit, TrialScheduler
+from lockstep.tune._search_space import Domain, Function
+from lockstep.tune.schedulers._base import Exploit, FIFOScheduler
 
 
-class PopulationBasedTraining(TrialScheduler):
+class PopulationBasedTraining(FIFOScheduler):
     """Every ``perturbation_interval``, a trial in the bottom ``quantile_fraction`` restarts
     from the latest checkpoint of a trial in the top fraction, with that trial's config
     perturbed (exploit, then explore).
 
     The training function must report checkpoints (``tune.report(..., checkpoint=...)``)
-    and resume from ``tune.get_checkpoint()``.
+    and resume from ``tune.get_checkpoint()``. The trials are ranked by the score each
+    had at its latest perturbation point; a trial that has ended still ranks, and can be
+    exploited from its last checkpoint.
 
     Args:
         time_attr: The result key that counts progress.
@@ -26,11 +29,16 @@ class PopulationBasedTraining(TrialScheduler):
         burn_in_period: No exploit before ``time_attr`` reaches this.
         hyperparam_mutations: Per key: a list of values, a Tune domain or a function;
             the values explored. Nested dicts follow nested configs (a trainer's
-            ``{"train_loop_config": {"lr": [...]}}``).
+            ``{"train_loop_config": {"lr": [...]}}``). A key missing from a new trial's
+            config is sampled from here.
         quantile_fraction: The fraction of trials that is bottom (and top).
         resample_probability: Chance that a value is resampled rather than perturbed.
         perturbation_factors: A continuous value is multiplied by one of these.
         custom_explore_fn: Applied to the new config last.
+        log_config: Accepted for Ray Tune's signature; no policy files are written.
+        require_attrs: A result without ``time_attr`` or the metric is an error (else it
+            is ignored).
+        synch: Only ``False``: the trials are perturbed each on its own.
         seed: Seed of the random choices.
 
     Example:
@@ -59,17 +67,13 @@ class PopulationBasedTraining(TrialScheduler):
         synch: bool = False,
         seed: int | None = None,
     ) -> None:
-        if not 0 <= quantile_fraction <= 0.5:
+        _check_arguments(
+            quantile_fraction, perturbation_interval, hyperparam_mutations, custom_explore_fn
+        )
+        if synch:
             raise ValueError(
-                f"quantile_fraction must be in [0, 0.5], got {quantile_fraction}. "
-                "HINT: 0.25 exploits the bottom quarter from the top quarter"
-            )
-        if perturbation_interval <= 0:
-            raise ValueError(f"perturbation_interval must be > 0, got {perturbation_interval}")
-        if not hyperparam_mutations and custom_explore_fn is None:
-            raise ValueError(
-                "PopulationBasedTraining needs hyperparam_mutations or custom_explore_fn. "
-                "HINT: hyperparam_mutations={'lr': tune.loguniform(1e-4, 1e-1)}"
+                "PopulationBasedTraining(synch=True) is not supported: trials are perturbed "
+                "each at its own perturbation point. HINT: leave synch=False"
             )
         self._time_attr = time_attr
         self._metric, self._mode = metric, mode
@@ -80,27 +84,40 @@ class PopulationBasedTraining(TrialScheduler):
         self._resample = resample_probability
         self._factors = perturbation_factors
         self._custom = custom_explore_fn
+        self._require_attrs = require_attrs
         self._random = random.Random(seed)
         self._last_perturbed: dict[str, float] = {}
-        self._scores: dict[str, float] = {}
+        self._scores: dict[str, float] = {}  # at each trial's latest perturbation point
         self._trials: dict[str, Any] = {}
         self.num_perturbations = 0
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
         self._trials[trial.trial_id] = trial
+        self._fill(trial.config, self._mutations)
+
+    def _fill(self, config: dict[str, Any], mutations: Mapping[str, Any]) -> None:
+        """Sample the keys ``config`` lacks from ``mutations`` (Ray Tune does the same)."""
+        for key, space in mutations.items():
+            if isinstance(space, Mapping):
+                self._fill(config.setdefault(key, {}), space)
+            elif key not in config and isinstance(space, list | tuple):
+                config[key] = self._random.choice(list(space))
+            elif key not in config:
+                config[key] = self._sample(space)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> Any:
         self._require_metric("PopulationBasedTraining")
         self._trials.setdefault(trial.trial_id, trial)
         score = self._score(result)
         if score is None or self._time_attr not in result:
+            self._check_attrs(result)
             return self.CONTINUE
-        self._scores[trial.trial_id] = score
         now = float(result[self._time_attr])
         if now < self._burn_in:
             return self.CONTINUE
         if now - self._last_perturbed.get(trial.trial_id, 0.0) < self._interval:
             return self.CONTINUE
+        self._scores[trial.trial_id] = score
         self._last_perturbed[trial.trial_id] = now
         lower, upper = self._quantiles()
         if trial.trial_id not in lower:
@@ -110,20 +127,30 @@ class PopulationBasedTraining(TrialScheduler):
             return self.CONTINUE
         donor = self._random.choice(donors)
         self.num_perturbations += 1
-        self._last_perturbed[trial.trial_id] = now
         return Exploit(donor=donor, config=self.explore(donor.config))
 
-    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
-        # A finished trial can still be a donor: its last checkpoint stays.
-        pass
+    def _check_attrs(self, result: dict[str, Any]) -> None:
+        missing = [k for k in (self._time_attr, self._metric) if k not in result]
+        if self._require_attrs and missing:
+            raise ValueError(
+                f"PopulationBasedTraining needs {missing[0]!r} in every result, got the "
+                f"keys {sorted(result)}. HINT: report it, or pass require_attrs=False to "
+                "ignore such results"
+            )
 
     def _quantiles(self) -> tuple[list[str], list[str]]:
+        """The bottom and top ``quantile_fraction`` of the ranked trials (at least one each
+        when the fraction is above 0, at most half)."""
         ranked = sorted(self._scores, key=lambda t: self._scores[t])  # worst first
         if len(ranked) <= 1:
             return [], []
-        count = max(1, int(len(ranked) * self._quantile)) if self._quantile > 0 else 0
-        count = min(count, len(ranked) // 2)
-        return ranked[:count], ranked[-count:] if count else []
+        count = min(math.ceil(len(ranked) * self._quantile), len(ranked) // 2)
+        return ranked[:count], ranked[len(ranked) - count :]
+
+    def choose_trial_to_run(self, tune_controller: Any, trials: Sequence[Any]) -> Any:
+        """The waiting trial that has trained least, so that every trial gets its share."""
+        waiting = [t for t in trials if t.status in ("PENDING", "PAUSED")]
+        return min(waiting, key=lambda t: self._last_perturbed.get(t.trial_id, 0.0), default=None)
 
     def explore(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A perturbed copy of ``config``."""
@@ -153,18 +180,54 @@ class PopulationBasedTraining(TrialScheduler):
             index = values.index(value) + self._random.choice([-1, 1])
             return values[min(max(index, 0), len(values) - 1)]
         if resample or value is None:
-            return self._sample(space)
-        factor = self._random.choice(self._factors)
-        return int(value * factor) if isinstance(value, int) else value * factor
+            new = self._sample(space)
+        else:
+            new = value * self._random.choice(self._factors)
+        if isinstance(value, bool):
+            return bool(new)
+        return round(new) if isinstance(value, int) else new
 
     def _sample(self, space: Any) -> Any:
         if isinstance(space, Domain):
             import numpy as np
 
             return space.sample(np.random.default_rng(self._random.randrange(2**32)))
-        if callable(space):
-            return space()
+        return space()
+
+
+def _check_arguments(
+    quantile_fraction: float,
+    perturbation_interval: float,
+    mutations: Mapping[str, Any] | None,
+    custom_explore_fn: Any,
+) -> None:
+    if not 0 <= quantile_fraction <= 0.5:
         raise ValueError(
-            f"hyperparam_mutations values must be lists, Tune domains or functions, got "
-            f"{space!r}. HINT: {{'lr': tune.uniform(1e-4, 1e-1)}}"
+            f"quantile_fraction must be in [0, 0.5], got {quantile_fraction}. "
+            "HINT: 0.25 exploits the bottom quarter from the top quarter"
         )
+    if perturbation_interval <= 0:
+        raise ValueError(f"perturbation_interval must be > 0, got {perturbation_interval}")
+    if not mutations and custom_explore_fn is None:
+        raise ValueError(
+            "PopulationBasedTraining needs hyperparam_mutations or custom_explore_fn. "
+            "HINT: hyperparam_mutations={'lr': tune.loguniform(1e-4, 1e-1)}"
+        )
+    _check_mutations(mutations or {})
+
+
+def _check_mutations(mutations: Mapping[str, Any], prefix: str = "") -> None:
+    for key, space in mutations.items():
+        if isinstance(space, Mapping):
+            _check_mutations(space, f"{prefix}{key}/")
+        elif isinstance(space, Function):
+            raise ValueError(
+                f"hyperparam_mutations[{prefix}{key!r}]: sample_from cannot be explored. "
+                "HINT: use a list, a Tune domain (tune.uniform, tune.choice, ...) or a "
+                "function without arguments"
+            )
+        elif not (isinstance(space, list | tuple | Domain) or callable(space)):
+            raise ValueError(
+                f"hyperparam_mutations values must be lists, Tune domains or functions, got "
+                f"{prefix}{key}={space!r}. HINT: {{'lr': tune.uniform(1e-4, 1e-1)}}"
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lockstep.tune._search_space import Domain
+from lockstep.tune._search_space import Domain, Function, is_grid
 from lockstep.tune._variants import (
     Path,
     grid_variant,
@@ -26,14 +26,15 @@ class BasicVariantGenerator(Searcher):
 
     ``num_samples`` times over, each sample gives one trial per grid combination: 3 grid
     values and ``num_samples=2`` make 6 trials. ``points_to_evaluate`` are partial configs
-    tried first, in place of sampled values.
+    tried first, each in place of one sample, as in Ray Tune: a point's values replace
+    the searched ones, so a point that sets a grid key gives one trial for that key.
 
     Args:
         points_to_evaluate: Configs (or parts of them) to try first.
         max_concurrent: At most this many trials at once (0: no limit).
         random_state: Seed of the random samples.
         constant_grid_search: Draw the random values once per sample, the same for every
-            grid combination.
+            grid combination (``sample_from`` functions still see each combination).
 
     Example:
         >>> from lockstep import tune
@@ -61,9 +62,10 @@ class BasicVariantGenerator(Searcher):
         self._constant = constant_grid_search
         self._space: dict[str, Any] = {}
         self._num_samples = 1
-        self._index = 0
+        self._index = 0  # configs given
+        self._sample, self._combo = 0, 0  # the next config: sample, grid combination
         self._live: set[str] = set()
-        self._sample_cache: tuple[int, dict[str, Any]] | None = None
+        self._sample_cache: tuple[int, dict[Path, Any]] | None = None
         self._seed = random_state
         self._study: Any = None
 
@@ -80,40 +82,51 @@ class BasicVariantGenerator(Searcher):
         """How many configs this generator gives in all (-1: without end)."""
         if self._num_samples < 0:
             return -1
-        return max(self._num_samples, len(self._points)) * num_grid_variants(self._space)
+        points = range(len(self._points))
+        from_points = sum(num_grid_variants(self._sample_space(i)) for i in points)
+        rest = max(self._num_samples - len(self._points), 0)
+        return from_points + rest * num_grid_variants(self._space)
+
+    def _sample_space(self, sample: int) -> dict[str, Any]:
+        """The space of a sample: the ``sample``-th point's values set in it, if any."""
+        if sample >= len(self._points):
+            return self._space
+        space = _copy_dicts(self._space)
+        for path, value in walk(self._points[sample]):
+            set_path(space, path, value)
+        return space
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self.is_finished():
             return Searcher.FINISHED
         if self.max_concurrent and len(self._live) >= self.max_concurrent:
             return None
-        per_sample = num_grid_variants(self._space)
-        sample, combo = divmod(self._index, per_sample)
+        space = self._sample_space(self._sample)
+        config = self._variant(space, self._sample, self._combo)
         self._index += 1
-        config = self._variant(sample, combo)
+        self._combo += 1
+        if self._combo >= num_grid_variants(space):
+            self._sample, self._combo = self._sample + 1, 0
         self._live.add(trial_id)
         return config
 
-    def _variant(self, sample: int, combo: int) -> dict[str, Any]:
-        grid = grid_variant(self._space, combo)
-        if self._constant:
-            if self._sample_cache is None or self._sample_cache[0] != sample:
-                drawn = self._draw(grid)
-                self._sample_cache = (sample, resolve(self._space, grid, self._rng, drawn))
-            config = resolve(self._space, grid, self._rng, self._draw(grid))
-            config.update({k: v for k, v in self._sample_cache[1].items() if not _in_grid(k, grid)})
-        else:
-            config = resolve(self._space, grid, self._rng, self._draw(grid))
-        if sample < len(self._points):
-            for path, value in walk(self._points[sample]):
-                set_path(config, path, value)
-        return config
+    def _variant(self, space: dict[str, Any], sample: int, combo: int) -> dict[str, Any]:
+        grid = grid_variant(space, combo)
+        if not self._constant:
+            return resolve(space, grid, self._rng, self._draw(space, grid))
+        if self._sample_cache is None or self._sample_cache[0] != sample:
+            drawn = self._draw(space, grid)
+            for path, value in walk(space):  # what Optuna cannot draw, but functions
+                if path not in grid and path not in drawn and _is_random(value):
+                    drawn[path] = value.sample(self._rng)
+            self._sample_cache = (sample, drawn)
+        return resolve(space, grid, self._rng, self._sample_cache[1])
 
-    def _draw(self, grid: dict[Path, Any]) -> dict[Path, Any]:
+    def _draw(self, space: dict[str, Any], grid: dict[Path, Any]) -> dict[Path, Any]:
         """One random value for every domain Optuna can sample, by one ask/tell."""
         domains = [
             (path, value)
-            for path, value in walk(self._space)
+            for path, value in walk(space)
             if path not in grid and isinstance(value, Domain)
         ]
         distributions = {
@@ -147,5 +160,13 @@ class BasicVariantGenerator(Searcher):
         return total >= 0 and self._index >= total
 
 
-def _in_grid(key: str, grid: dict[Path, Any]) -> bool:
-    return any(path[0] == key for path in grid)
+def _is_random(value: Any) -> bool:
+    return isinstance(value, Domain) and not isinstance(value, Function)
+
+
+def _copy_dicts(space: Mapping[str, Any]) -> dict[str, Any]:
+    """``space`` with its nested dicts copied and its values shared."""
+    return {
+        key: _copy_dicts(value) if isinstance(value, Mapping) and not is_grid(value) else value
+        for key, value in space.items()
+    }

@@ -78,7 +78,7 @@ class OptunaSearch(Searcher):
         self._saved: set[int] = set()
         self._exhausted = False
         if self._space is not None:
-            self._setup(self._space)
+            _flatten_space(self._space)  # a space Optuna cannot take fails here, at once
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
@@ -90,12 +90,21 @@ class OptunaSearch(Searcher):
 
     @property
     def study(self) -> Any:
-        """The ``optuna.Study`` (None until the search space is known)."""
+        """The ``optuna.Study`` (None until the metric, the mode and the space are known:
+        the Tuner gives them, or the first ``suggest``)."""
         return self._study
 
     def _setup(self, space: Mapping[str, Any]) -> None:
+        """The study, which optimises in the direction of ``mode``: so created only once
+        the Tuner has given its mode."""
         import optuna
 
+        if self._metric is None or self._mode is None:
+            raise ValueError(
+                f"OptunaSearch needs a metric and a mode, got metric={self._metric!r}, "
+                f"mode={self._mode!r}. HINT: pass metric= and mode= to OptunaSearch or to "
+                "TuneConfig"
+            )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._distributions, self._constants = _flatten_space(space)
         sampler = self._sampler or optuna.samplers.TPESampler(seed=self._seed)
@@ -117,14 +126,18 @@ class OptunaSearch(Searcher):
                 )
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._study is None and self._space is not None:
+            self._setup(self._space)
         if self._study is None:
             raise RuntimeError(
                 "OptunaSearch has no search space. HINT: pass param_space to the Tuner or "
                 "space= to OptunaSearch"
             )
-        trial = self._study.ask(fixed_distributions=self._distributions)
-        self._live[trial_id] = trial.number
-        self._objects[trial_id] = trial
+        trial = self._objects.get(trial_id)  # asked again for the same trial: the same
+        if trial is None:
+            trial = self._study.ask(fixed_distributions=self._distributions)
+            self._live[trial_id] = trial.number
+            self._objects[trial_id] = trial
         config: dict[str, Any] = {}
         for path, value in walk(self._constants):
             set_path(config, path, value)
@@ -160,12 +173,15 @@ class OptunaSearch(Searcher):
         self._objects.pop(trial_id, None)
         if trial is None:
             return
-        value = None if error else _score(result, self._metric)
+        reported = result is not None and self._metric is not None and self._metric in result
+        value = _score(result, self._metric)
         try:
-            if value is None:
-                self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
+            if value is not None:
                 self._study.tell(trial, value)
+            elif reported or error:  # an error, or a metric that is not a number (NaN)
+                self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:  # ended without the metric: stopped before it reported one
+                self._study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         except RuntimeError as exc:
             # GridSampler stops the study when its grid is done, which Optuna allows only
             # inside optimize(); the trial is recorded by then.

@@ -87,6 +87,9 @@ class _Wrapper(Searcher):
 class ConcurrencyLimiter(_Wrapper):
     """Lets at most ``max_concurrent`` trials of ``searcher`` run at once.
 
+    With ``batch``, the trials run in batches of ``max_concurrent``: no trial starts, and
+    ``searcher`` learns no result, until the whole batch has completed (as in Ray Tune).
+
     Example:
         >>> from lockstep.tune.search import BasicVariantGenerator
         >>> limited = ConcurrencyLimiter(BasicVariantGenerator(), max_concurrent=2)
@@ -103,11 +106,11 @@ class ConcurrencyLimiter(_Wrapper):
         self.max_concurrent = max_concurrent
         self.batch = batch
         self._live: set[str] = set()
-        self._batch_open = True
+        # The batch's completed trials, told to the searcher when the batch is done.
+        self._completed: dict[str, tuple[dict[str, Any] | None, bool]] = {}
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        if len(self._live) >= self.max_concurrent or (self.batch and not self._batch_open):
-            self._batch_open = False
+        if len(self._live) >= self.max_concurrent:
             return None
         config = self.searcher.suggest(trial_id)
         if isinstance(config, dict):
@@ -124,10 +127,17 @@ class ConcurrencyLimiter(_Wrapper):
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
-        self.searcher.on_trial_complete(trial_id, result, error)
-        self._live.discard(trial_id)
-        if not self._live:
-            self._batch_open = True  # a batch ends when all of it has completed
+        if not self.batch or trial_id not in self._live:
+            self.searcher.on_trial_complete(trial_id, result, error)
+            self._live.discard(trial_id)
+            return
+        self._completed[trial_id] = (result, error)
+        if len(self._completed) < len(self._live):
+            return
+        for done, (done_result, done_error) in self._completed.items():
+            self.searcher.on_trial_complete(done, done_result, done_error)
+        self._live.clear()
+        self._completed.clear()
 
     def is_finished(self) -> bool:
         return self.searcher.is_finished()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lockstep._core.config import CheckpointConfig, FailureConfig
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import StorageDir, staging_dir_name
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
@@ -70,6 +71,12 @@ class FakeWorkerGroup:
             return
         self.notified.append(message)
         self.log.append(f"notify step={message.step} {message.checkpoint.path.rsplit('/', 1)[-1]}")
+
+    def preemption_notice(self) -> PreemptionInfo | None:
+        return None
+
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
+        return {}
 
     def shutdown(self) -> None:
         self.log.append("shutdown")

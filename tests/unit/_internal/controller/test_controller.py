@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 
 import pytest
 
+from lockstep._core import run_events
 from lockstep._core.callback import UserCallback
 from lockstep._core.config import CheckpointConfig, FailureConfig
-from lockstep._core.errors import TrainingFailedError, WorkerFailure
+from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
 from lockstep._internal.controller.controller import (
     Errored,
     Finished,
@@ -100,11 +102,11 @@ def test_steps_one_transition_at_a_time(tmp_path):
     controller, _log, _ = make_controller(tmp_path, [script])
     assert controller.state == Starting(0)
     controller.step()
-    assert controller.state == Running(0)
+    assert isinstance(controller.state, Running) and controller.state.attempt == 0
     controller.step()
-    assert controller.state == Running(0)
+    assert isinstance(controller.state, Running) and controller.state.attempt == 0
     controller.step()
-    assert controller.state == Finished()
+    assert isinstance(controller.state, Finished)
 
 
 def test_happy_path_commits_checkpoints_and_returns_rank0(tmp_path):
@@ -201,7 +203,7 @@ def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
     ]
     controller, _, _ = make_controller(tmp_path, [script])
     controller.step()  # start
-    fake = controller._group
+    fake = controller.state.run.group
     controller.step()
     assert fake.released == []  # rank 0 waits in report() until rank 1 reports step 0
     controller.step()
@@ -312,3 +314,49 @@ def test_a_peer_error_waits_for_the_death_that_caused_it(tmp_path):
     with pytest.raises(TrainingFailedError, match=r"^Training failed: rank 1 \(pid 11\)") as info:
         controller.run()
     assert sorted(info.value.worker_failures) == [0, 1]
+
+
+class Scheduler:
+    """A listener answering each recorded step as a Tune scheduler would: ``answers`` in
+    order, then CONTINUE."""
+
+    events = (run_events.StepRecorded,)
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.seen = []
+
+    def on_event(self, event):
+        self.seen.append(event.iteration)
+        return self.answers.pop(0) if self.answers else run_events.Directive.CONTINUE
+
+
+def scheduled(tmp_path, scheduler):
+    script = [[report(0, 0), report(1, 0)], [report(0, 1), report(1, 1)], [], []]
+    log: list[str] = []
+    groups = deque([script])
+    return fake_controller(
+        tmp_path, lambda: FakeWorkerGroup(groups, log), listeners=[scheduler]
+    ), log
+
+
+def test_a_stop_directive_ends_the_run_finished_at_that_step(tmp_path):
+    scheduler = Scheduler(run_events.Directive.CONTINUE, run_events.Directive.STOP)
+    (controller, run_dir), log = scheduled(tmp_path, scheduler)
+    result = controller.run()
+    assert scheduler.seen == [1, 2] and result.metrics == {"step": 1}
+    assert isinstance(controller.state, Finished) and controller.stopped_early
+    assert log[-1] == "shutdown"
+    with open(run_dir.join("run_state.json")) as f:
+        assert json.load(f)["status"] == "finished"
+
+
+def test_a_pause_directive_stops_the_run_restorable(tmp_path):
+    scheduler = Scheduler(run_events.Directive.PAUSE)
+    (controller, run_dir), log = scheduled(tmp_path, scheduler)
+    with pytest.raises(TrainingInterrupted) as stopped:
+        controller.run()
+    assert controller.paused and stopped.value.training_iteration == 1
+    assert log[-1] == "shutdown"
+    with open(run_dir.join("run_state.json")) as f:
+        assert json.load(f)["status"] == "interrupted"

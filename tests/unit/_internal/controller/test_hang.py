@@ -15,7 +15,8 @@ from lockstep._internal.controller import hang
 from lockstep._internal.controller.controller import Errored, Restarting
 from lockstep._internal.controller.hang import (
     Frame,
-    HangWatch,
+    Hang,
+    HangPolicy,
     RankState,
     hang_failure,
     innermost_user_frame,
@@ -92,6 +93,15 @@ def test_the_innermost_user_frame_skips_lockstep_the_stdlib_and_libraries():
     assert innermost_user_frame([]) is None
 
 
+def test_packages_in_any_site_directory_are_libraries():
+    # torch installed with `pip install --user`, or in a virtualenv's base: not the user's
+    import site
+
+    for directory in (site.getusersitepackages(), *site.getsitepackages()):
+        synchronize = Frame(f"{directory}/torch/cuda/__init__.py", 1085, "synchronize")
+        assert innermost_user_frame([synchronize, USER, LOOP]) == USER
+
+
 def test_lockstep_testing_faults_count_as_user_code():
     fault = Frame(f"{LOCKSTEP}/testing/_faults.py", 60, "fire_if_due")
     assert innermost_user_frame([WAIT, fault, *REPORT[1:]]) == fault
@@ -166,12 +176,12 @@ def test_a_rank_that_did_not_answer_is_still_named():
 
 def test_the_watch_is_off_without_a_timeout():
     now = [0.0]
-    watch = HangWatch(2.0, clock=lambda: now[0])
+    policy = HangPolicy(2.0, clock=lambda: now[0])
     now[0] = 2.5
-    assert watch.overdue()
-    watch.progress()
-    assert not watch.overdue()
-    assert not HangWatch(None, clock=lambda: now[0] + 1e9).overdue()
+    assert policy.decide() == Hang(2.5)
+    policy.progress()
+    assert policy.decide() is None
+    assert HangPolicy(None, clock=lambda: now[0] + 1e9).decide() is None
 
 
 class StuckGroup(FakeWorkerGroup):
@@ -197,7 +207,7 @@ def test_the_controller_treats_a_hang_as_a_worker_failure(tmp_path, max_failures
         hang_timeout_s=60.0,
         group_class=StuckGroup,
     )
-    controller._hang = HangWatch(60.0, clock=lambda: now[0])
+    controller._hang = HangPolicy(60.0, clock=lambda: now[0])
     for _ in range(5):
         controller.step()  # started, both reports, then quiet polls
     assert "collect_stacks" not in log
@@ -229,7 +239,7 @@ def test_heartbeats_and_reports_are_progress(tmp_path):
     controller, log, _ = make_controller(
         tmp_path, [script], hang_timeout_s=1.0, group_class=StuckGroup
     )
-    controller._hang = HangWatch(1.0, clock=lambda: now[0])
+    controller._hang = HangPolicy(1.0, clock=lambda: now[0])
     controller.step()  # started
     for _ in range(len(script)):
         now[0] += 0.6
@@ -246,7 +256,7 @@ def test_the_watch_waits_for_every_rank_to_start_its_function(tmp_path):
     controller, log, _ = make_controller(
         tmp_path, [script], hang_timeout_s=1.0, group_class=StuckGroup
     )
-    controller._hang = HangWatch(1.0, clock=lambda: now[0])
+    controller._hang = HangPolicy(1.0, clock=lambda: now[0])
     controller.step()
     for _ in range(len(script)):
         now[0] += 5.0

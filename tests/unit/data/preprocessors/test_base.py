@@ -123,3 +123,61 @@ def test_has_stats_fit_status_and_preferred_format():
     assert prep.has_stats() and prep.fit_status().value == "FITTED"
     assert prep.preferred_batch_format() == "pyarrow"
     assert repr(prep) == "StandardScaler(columns=['id'], output_columns=['id'])"
+
+
+# After Ray's python/ray/data/tests/preprocessors/test_encoder.py (TestEncoderSerialization)
+# and test_imputer.py: the serialized record of a preprocessor.
+
+
+def test_a_serializable_preprocessor_is_rebuilt_from_its_record():
+    from lockstep.data.preprocessor import SerializablePreprocessorBase
+    from lockstep.data.preprocessors import OneHotEncoder
+    from lockstep.data.preprocessors.version_support import UnknownPreprocessorError
+
+    ds = ld.from_items([{"c": c} for c in "abcab"])
+    fitted = OneHotEncoder(["c"], max_categories={"c": 2}).fit(ds)
+    data = fitted.serialize()
+    assert data.startswith(SerializablePreprocessorBase.MAGIC_CLOUDPICKLE)
+    record = cloudpickle.loads(data[len(SerializablePreprocessorBase.MAGIC_CLOUDPICKLE) :])
+    assert record["fields"] == {
+        "columns": ["c"],
+        "max_categories": {"c": 2},
+        "output_columns": ["c"],
+    }
+    assert record["stats"] == fitted.stats_
+    copy = SerializablePreprocessorBase.deserialize(data)
+    assert type(copy) is OneHotEncoder and copy._fitted and copy.stats_ == fitted.stats_
+    batch = pd.DataFrame({"c": ["a", "c"]})
+    pd.testing.assert_frame_equal(copy.transform_batch(batch), fitted.transform_batch(batch))
+    unknown = {"type": "NonExistentEncoder", "version": 1, "fields": {}, "stats": {}}
+    with pytest.raises(UnknownPreprocessorError, match="NonExistentEncoder"):
+        SerializablePreprocessorBase.deserialize(
+            SerializablePreprocessorBase.MAGIC_CLOUDPICKLE + cloudpickle.dumps(unknown)
+        )
+
+
+def test_reprs_are_short_and_name_functions_as_ray_does():
+    # after Ray's python/ray/data/tests/preprocessors/test_preprocessors.py (test_repr)
+    from lockstep.data.constants import MAX_REPR_LENGTH
+    from lockstep.data.preprocessors import CountVectorizer, HashingVectorizer
+
+    for prep in (CountVectorizer(columns=["X"]), HashingVectorizer(columns=["X"], num_features=1)):
+        text = repr(prep)
+        assert len(text) < MAX_REPR_LENGTH and "tokenization_fn=simple_split_tokenizer" in text
+
+
+def test_input_and_output_columns_of_every_kind_of_preprocessor():
+    # after Ray's python/ray/data/tests/preprocessors/test_preprocessors.py
+    from lockstep.data.preprocessors import (
+        Concatenator,
+        FeatureHasher,
+        LabelEncoder,
+        StandardScaler,
+    )
+
+    assert StandardScaler(["A"], output_columns=["B"]).get_output_columns() == ["B"]
+    assert LabelEncoder("t").get_input_columns() == LabelEncoder("t").get_output_columns() == ["t"]
+    assert LabelEncoder("t", output_column="e").get_output_columns() == ["e"]
+    assert Concatenator(["A", "B"]).get_output_columns() == ["concat_out"]
+    hasher = FeatureHasher(["a"], num_features=8, output_column="h")
+    assert hasher.get_input_columns() == ["a"] and hasher.get_output_columns() == ["h"]

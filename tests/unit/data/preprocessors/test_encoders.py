@@ -80,11 +80,41 @@ def test_multi_hot_encoder_counts_each_category(lists):
 
 
 def test_ordinal_encoder_on_lists():
-    ds = ld.from_items([{"g": ["b", "a"]}, {"g": ["c"]}, {"g": None}])
+    ds = ld.from_items([{"g": ["b", "a"]}, {"g": ["c"]}])
     encoded = OrdinalEncoder(["g"]).fit_transform(ds).take_all()
-    assert [r["g"] for r in encoded] == [[1, 0], [2], None]
+    assert [r["g"] for r in encoded] == [[1, 0], [2]]
     whole = OrdinalEncoder(["g"], encode_lists=False).fit_transform(ds).take_all()
-    assert [r["g"] for r in whole] == [0, 1, None]
+    assert [r["g"] for r in whole] == [0, 1]
+
+
+# After Ray's python/ray/data/tests/preprocessors/test_encoder.py: encoders refuse nulls,
+# one-hot takes whole lists as categories, multi-hot takes single values.
+
+
+@pytest.mark.parametrize(
+    "encoder", [OrdinalEncoder(["a"]), OneHotEncoder(["a"]), LabelEncoder("a")]
+)
+def test_encoders_refuse_nulls_in_fit_and_transform(encoder):
+    nulls, full = ld.from_items([{"a": 1}, {"a": None}]), ld.from_items([{"a": 1}, {"a": 1}])
+    with pytest.raises(ValueError, match="Unable to fit column because it contains null"):
+        encoder.fit(nulls)
+    encoder.fit(full)
+    with pytest.raises(ValueError, match=r"Unable to transform columns \['a'\]"):
+        encoder.transform(nulls).materialize()
+    with pytest.raises(ValueError, match="contain null values"):
+        encoder.transform_batch(pd.DataFrame({"a": [1, None]}))
+
+
+def test_one_hot_encodes_whole_lists_and_multi_hot_single_values():
+    ds = ld.from_items(
+        [{"d": ["warm"], "b": "cold"}, {"d": [], "b": "hot"}, {"d": ["warm"], "b": "cold"}]
+    )
+    one_hot = OneHotEncoder(["d"]).fit(ds)
+    assert one_hot.stats_ == {"unique_values(d)": {(): 0, ("warm",): 1}}
+    assert one_hot.transform(ds).take_batch()["d"].tolist() == [[0, 1], [1, 0], [0, 1]]
+    multi = MultiHotEncoder(["b"]).fit(ds)
+    assert multi.stats_ == {"unique_values(b)": {"cold": 0, "hot": 1}}
+    assert multi.transform(ds).take_batch()["b"].tolist() == [[1, 0], [0, 1], [1, 0]]
 
 
 @settings(**SETTINGS)
@@ -119,7 +149,18 @@ def test_encoders_check_their_columns():
     encoder = OrdinalEncoder(["c"]).fit(ds)
     with pytest.raises(ValueError, match=r"columns \['c'\] do not exist.*HINT"):
         encoder.transform_batch(pd.DataFrame({"other": [1]}))
-    with pytest.raises(ValueError, match="MultiHotEncoder for them"):
-        OneHotEncoder(["g"]).fit(ld.from_items([{"g": ["a"]}]))
     with pytest.raises(ValueError, match="not among columns"):
         Categorizer(["c"], dtypes={"x": pd.CategoricalDtype(["a"])})
+
+
+def test_max_categories_ties_go_to_the_value_seen_first_as_in_ray():
+    # Ray counts with pandas' value_counts and keeps Counter.most_common(k): a tie goes to
+    # the value that appears first
+    ds = ld.from_pandas([pd.DataFrame({"c": ["b", "a"]}), pd.DataFrame({"c": ["a", "b", "c"]})])
+    assert OneHotEncoder(["c"], max_categories={"c": 1}).fit(ds).stats_ == {
+        "unique_values(c)": {"b": 0}
+    }
+    ties = ld.from_items([{"c": x} for x in "zyxxyz"])
+    assert OneHotEncoder(["c"], max_categories={"c": 2}).fit(ties).stats_ == {
+        "unique_values(c)": {"y": 0, "z": 1}
+    }

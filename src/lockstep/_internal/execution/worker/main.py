@@ -22,6 +22,7 @@ from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
     Failed,
     Heartbeat,
+    LocalFunction,
     Returned,
     WorkerStart,
 )
@@ -44,7 +45,7 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         _extend_sys_path(start.sys_path)
         stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
-    session = session_module.Session(conn, start, on_driver_lost=on_lost)
+    session = session_module.WorkerSession(conn, start, on_driver_lost=on_lost)
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
@@ -126,10 +127,12 @@ def _bind_to(cpus: tuple[int, ...] | None) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def _run_function(train_fn: bytes) -> Any:
-    import cloudpickle
+def _run_function(train_fn: bytes | LocalFunction) -> Any:
+    if isinstance(train_fn, bytes):
+        import cloudpickle
 
-    fn, config, takes_config = cloudpickle.loads(train_fn)
+        train_fn = LocalFunction(*cloudpickle.loads(train_fn))
+    fn, config, takes_config = train_fn
     return fn(config) if takes_config else fn()
 
 
@@ -149,7 +152,7 @@ def _pickle_return_value(value: Any, rank: int) -> tuple[bytes, str | None]:
         return bytes(cloudpickle.dumps(None)), reason
 
 
-def _send_failure(session: session_module.Session, rank: int, exc: BaseException) -> None:
+def _send_failure(session: session_module.WorkerSession, rank: int, exc: BaseException) -> None:
     pid = os.getpid()
     failure = WorkerFailure(
         rank=rank,

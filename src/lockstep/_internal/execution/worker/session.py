@@ -22,6 +22,7 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
+from lockstep._core.session import Session
 from lockstep._core.storage import STAGING_DIR, staging_dir_name, write_failed
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
@@ -67,8 +68,11 @@ class _Reply:
         return self._value
 
 
-class Session:
-    """One worker's link to the driver. ``report`` is a barrier across the workers.
+class WorkerSession:
+    """One worker's link to the driver: the :class:`~lockstep._core.session.Session` of
+    every place a training function runs (a process, a Ray actor, a thread of the driver
+    for an inline run or a Tune function trial). ``report`` is a barrier across the
+    workers.
 
     A report sends one message and waits for the driver's answer, which comes once every
     worker has reported the same step (a round trip, no disk). A report with a checkpoint

@@ -7,12 +7,18 @@ group, by the relay; the controller never sees them.
 Besides start / poll / shutdown the interface has ``notify``: ``report()`` is a barrier, so a
 worker that reported waits until the controller has every worker's report of that step (and
 has committed its checkpoint, if any), and every worker's ``get_checkpoint()`` follows the
-commits, so the controller must be able to tell them.
+commits, so the controller must be able to tell them. Two more calls answer the
+controller's policies: ``preemption_notice`` (a node of the group is going away) and
+``collect_stacks`` (every worker's stacks, for a hang).
+
+Where each rank runs, how it starts and reaches the driver and which GPUs it gets are the
+execution plan's (``execution/plan.py``): a group carries the plan out.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import select
 import selectors
@@ -26,8 +32,9 @@ from typing import Any, Protocol
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
+from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import STAGING_DIR, StorageDir
-from lockstep._internal.backends.base import Backend
+from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
     STACK_SIGNAL,
     CheckpointCommitted,
@@ -35,6 +42,7 @@ from lockstep._internal.execution.messages import (
     CollectiveRequest,
     Failed,
     Heartbeat,
+    LocalFunction,
     Preempted,
     Report,
     Returned,
@@ -42,6 +50,7 @@ from lockstep._internal.execution.messages import (
     WorkerEvent,
     WorkerStart,
 )
+from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker_group import stacks
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
@@ -52,7 +61,7 @@ class WorkerGroupSpec:
 
     num_workers: int
     experiment_name: str
-    train_fn: bytes
+    train_fn: bytes | LocalFunction
     backend: Backend
     run_dir: StorageDir
     checkpoint: Checkpoint | None = None
@@ -60,15 +69,14 @@ class WorkerGroupSpec:
     score_attribute: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     datasets: list[dict[str, Any]] = field(default_factory=list)
-    num_cpus_per_worker: float = 1.0
-    num_gpus_per_worker: float = 0.0
     sys_path: tuple[str, ...] = ()
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
+    trial: dict[str, Any] = field(default_factory=dict)  # a Tune trial's context fields
 
     def worker_start(self, context: TrainContext) -> WorkerStart:
         rank = context.world_rank
         return WorkerStart(
-            context=context,
+            context=dataclasses.replace(context, **self.trial) if self.trial else context,
             train_fn=self.train_fn,
             backend=ByValue(self.backend),
             run_dir=self.run_dir,
@@ -88,6 +96,8 @@ class WorkerGroup(Protocol):
     ``poll`` returns what the workers sent since the last call (waiting up to ``timeout``
     seconds for something), ``notify`` tells every worker a step is complete (StepDone), its
     checkpoint was committed (CheckpointCommitted), or the run is being stopped (Preempted).
+    ``preemption_notice`` says, once, that a node of the group is going away (None while
+    none is); ``collect_stacks`` gives every running worker's stacks by rank, with its pid.
     """
 
     def start(self, spec: WorkerGroupSpec) -> None: ...
@@ -96,19 +106,26 @@ class WorkerGroup(Protocol):
 
     def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None: ...
 
+    def preemption_notice(self) -> PreemptionInfo | None: ...
+
+    def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]: ...
+
     def shutdown(self) -> None: ...
 
 
 class ConnectedWorkerGroup(abc.ABC):
     """A worker group whose workers each hold one connection to the driver.
 
-    The connections, the ranks that are done and the collective relay are this class's
-    alone. A subclass answers the abstract hooks: each rank's context, launching the
-    workers, what a lost connection means, stopping them; and, optionally, what else
-    shows a worker's end (:meth:`_exit_waitables`).
+    The connections, the ranks that are done, the collective relay and each rank's context
+    (from the plan's topology) are this class's alone. A subclass answers the abstract
+    hooks: launching the workers, what a lost connection means, stopping them; and,
+    optionally, where the workers are placed (:meth:`_place`, when its launcher places
+    them), what else shows a worker's end (:meth:`_exit_waitables`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plan: ExecutionPlan) -> None:
+        self._plan = plan
+        self._topology: Topology | None = None
         self._conns: dict[int, Connection] = {}
         self._done: set[int] = set()
         self._relay = CollectiveRelay(0)
@@ -117,18 +134,49 @@ class ConnectedWorkerGroup(abc.ABC):
         self._selector: selectors.BaseSelector | None = None
         self._selector_done: frozenset[int] = frozenset()
         self._backend: Backend | None = None  # its driver side runs while the group does
+        self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
         self._done = set()
         self._close_selector()
-        contexts = self._contexts(spec)
+        self._topology = self._place(spec)
+        contexts = self._contexts(spec, self._topology)
         self._backend = spec.backend
+        self._ray_hooks(spec.backend, spec.num_workers, "on_start", "on_training_start")
+        self._num_workers = spec.num_workers
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
         self._stack_fds = {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
+
+    def _place(self, spec: WorkerGroupSpec) -> Topology:
+        """Where the ranks of this attempt run: the plan's topology for its size."""
+        return self._plan.topology(spec.num_workers)
+
+    @staticmethod
+    def _contexts(spec: WorkerGroupSpec, topology: Topology) -> dict[int, TrainContext]:
+        """Each rank's context: its place in ``topology``, and the run's information."""
+        return {
+            p.world_rank: TrainContext(
+                world_rank=p.world_rank,
+                world_size=topology.world_size,
+                local_rank=p.local_rank,
+                local_world_size=p.local_world_size,
+                node_rank=p.node_rank,
+                experiment_name=spec.experiment_name,
+                run_path=spec.run_dir.uri,
+                node_ip=topology.address_of(p.world_rank),
+                metadata=spec.metadata,
+            )
+            for p in topology.placements
+        }
+
+    def preemption_notice(self) -> PreemptionInfo | None:
+        """None: workers on this machine hear of a preemption as the driver does (a
+        signal); a group whose nodes can be taken away says so."""
+        return None
 
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
@@ -214,9 +262,19 @@ class ConnectedWorkerGroup(abc.ABC):
             backend, self._backend = self._backend, None
             if backend is not None:
                 backend.on_group_shutdown()
+                self._ray_hooks(backend, self._num_workers, "on_shutdown")
         for conn in self._conns.values():
             conn.close()
         self._conns = {}
+
+    @staticmethod
+    def _ray_hooks(backend: Backend, num_workers: int, *names: str) -> None:
+        """Ray's driver-side Backend hooks (``on_start``, ``on_training_start`` before the
+        workers start, ``on_shutdown`` after they stopped), for backends written for Ray."""
+        info = WorkerGroupInfo(num_workers=num_workers)
+        config = getattr(backend, "config", None)
+        for name in names:
+            getattr(backend, name)(info, config)
 
     def _send_running(self, message: object) -> None:
         """Send ``message`` to every worker that has not finished (pickled once: this is
@@ -228,10 +286,6 @@ class ConnectedWorkerGroup(abc.ABC):
                     conn.send_bytes(data)
                 except OSError:
                     pass  # that worker is gone; its end shows up as a lost connection
-
-    @abc.abstractmethod
-    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
-        """Each rank's context: ranks, node, run information."""
 
     @abc.abstractmethod
     def _launch(

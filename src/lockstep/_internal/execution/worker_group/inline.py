@@ -6,14 +6,15 @@ checkpoints and failures behave the same; a breakpoint in the training function 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
-from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerStart
+from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker.main import run_worker
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
@@ -25,37 +26,33 @@ from lockstep._internal.execution.worker_group.base import (
 class InlineWorkerGroup(ConnectedWorkerGroup):
     """Runs the single worker in a thread of the driver process."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, plan: ExecutionPlan) -> None:
+        super().__init__(plan)
         self._thread: threading.Thread | None = None
         self._conn: Connection | None = None
 
-    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+    def _place(self, spec: WorkerGroupSpec) -> Topology:
         assert spec.num_workers == 1, "the inline group runs exactly one worker"
-        return {
-            0: TrainContext.single_worker(
-                experiment_name=spec.experiment_name,
-                run_path=spec.run_dir.uri,
-                metadata=spec.metadata,
-            )
-        }
+        return super()._place(spec)
 
     def _launch(
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         ours, theirs = Pipe()
+        # Handed over as it is, never pickled: the function and its datasets are shared
+        # with the driver (a Tune function trial's large objects are not copied).
+        start = dataclasses.replace(starts[0], backend=spec.backend)
         self._thread = threading.Thread(
-            target=self._run, args=(theirs,), name="lockstep-inline-rank0", daemon=True
+            target=self._run, args=(theirs, start), name="lockstep-inline-rank0", daemon=True
         )
         self._thread.start()
         self._conn = ours
-        self._send_starts({0: ours}, starts)
         return {0: ours}
 
     @staticmethod
-    def _run(conn: Connection) -> None:
+    def _run(conn: Connection, start: WorkerStart) -> None:
         try:
-            run_worker(conn, in_process=True)
+            run_worker(conn, in_process=True, start=start)
         finally:
             conn.close()
 

@@ -36,7 +36,6 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from lockstep._core import flags
 from lockstep._core.config import ScalingConfig
-from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._internal.execution.capacity import (
@@ -46,6 +45,7 @@ from lockstep._internal.execution.capacity import (
     worker_resources,
 )
 from lockstep._internal.execution.messages import Stop, WorkerStart
+from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.stack import users_frame
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
@@ -106,6 +106,12 @@ def connect() -> None:
     """Join the Ray cluster (``RAY_ADDRESS``) or start a local one, unless connected."""
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
+
+
+def driver_address() -> str:
+    """The address of the driver's Ray node: where its workers reach it."""
+    connect()
+    return str(ray.util.get_node_ip_address())
 
 
 def bundle(scaling: ScalingConfig) -> dict[str, float]:
@@ -177,9 +183,9 @@ def check_cluster(scaling: ScalingConfig) -> None:
 class RayWorkerGroup(ConnectedWorkerGroup):
     """Runs each rank in a Ray actor, placed by ``ScalingConfig``."""
 
-    def __init__(self, scaling: ScalingConfig) -> None:
-        super().__init__()
-        self._scaling = scaling
+    def __init__(self, plan: ExecutionPlan) -> None:
+        super().__init__(plan)
+        self._scaling = plan.scaling
         self._pg: PlacementGroup | None = None
         self._actors: dict[int, Any] = {}
         self._refs: dict[int, Any] = {}
@@ -214,7 +220,8 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             reason="node drained",
         )
 
-    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
+    def _place(self, spec: WorkerGroupSpec) -> Topology:
+        """Place one actor per worker; their ranks follow where Ray put them."""
         connect()
         n = spec.num_workers
         self._pg = placement_group(
@@ -234,14 +241,14 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             for i in range(n)
         ]
         infos = ray.get([a.node_info.remote() for a in actors])
-        # Ranks on one node are contiguous; nodes in the order their first worker appears,
-        # the driver's node first, so that rank 0 sits with the driver when it can.
-        here = ray.get_runtime_context().get_node_id()
-        nodes = sorted(dict.fromkeys(i.node_id for i in infos), key=lambda node: node != here)
-        order = sorted(range(n), key=lambda i: nodes.index(infos[i].node_id))
+        order, topology = self._plan.placed(
+            [i.node_id for i in infos],
+            {i.node_id: i.ip for i in infos},
+            first=ray.get_runtime_context().get_node_id(),
+        )
         self._actors = {rank: actors[i] for rank, i in enumerate(order)}
         self._info = {rank: infos[i] for rank, i in enumerate(order)}
-        return {rank: self._context(spec, rank, nodes) for rank in range(n)}
+        return topology
 
     def _wait_for_placement(self, n: int) -> None:
         """Wait until the cluster holds the placement group. An elastic run waits in
@@ -280,34 +287,19 @@ class RayWorkerGroup(ConnectedWorkerGroup):
                 node[key] = node.get(key, 0.0) + amount
         return held
 
-    def _context(self, spec: WorkerGroupSpec, rank: int, nodes: list[str]) -> TrainContext:
-        info = self._info[rank]
-        same_node = [r for r in range(spec.num_workers) if self._info[r].node_id == info.node_id]
-        return TrainContext(
-            world_rank=rank,
-            world_size=spec.num_workers,
-            local_rank=same_node.index(rank),
-            local_world_size=len(same_node),
-            node_rank=nodes.index(info.node_id),
-            experiment_name=spec.experiment_name,
-            run_path=spec.run_dir.uri,
-            node_ip=info.ip,
-            metadata=spec.metadata,
-        )
-
     def _launch(
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
         authkey = secrets.token_bytes(32)
         # Where the workers reach the driver; every other interface stays closed.
-        host = ray.util.get_node_ip_address()
+        host = self._plan.listen_host
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._server = socket.create_server((host, 0), family=family)
         address = (host, self._server.getsockname()[1])
         logger.debug("waiting for %d workers to connect to %s:%d", len(starts), *address)
         for rank, actor in self._actors.items():
             start = starts[rank]
-            env = {"OMP_NUM_THREADS": str(max(1, int(spec.num_cpus_per_worker)))}
+            env = {"OMP_NUM_THREADS": str(max(1, int(self._plan.num_cpus_per_worker)))}
             env.update(spec.backend.worker_env(start.context))
             self._refs[rank] = actor.run.remote(address, authkey, start, env)
         try:
@@ -372,7 +364,7 @@ class RayWorkerGroup(ConnectedWorkerGroup):
 
     def _worker_pids(self) -> dict[int, int]:
         # the actors on this machine: a signal reaches them, and their stack files are here
-        here = ray.util.get_node_ip_address()
+        here = self._plan.listen_host
         return {rank: info.pid for rank, info in self._info.items() if info.ip == here}
 
     def _stop_workers(self, finished: frozenset[int]) -> None:

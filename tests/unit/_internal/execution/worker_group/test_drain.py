@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from multiprocessing import Pipe
 
+from lockstep._core.config import ScalingConfig
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import Failed, Report
+from lockstep._internal.execution.plan import ExecutionPlan, Launcher, Transport
 from lockstep._internal.execution.worker_group.base import ConnectedWorkerGroup
 
 
@@ -14,11 +16,15 @@ class PipeGroup(ConnectedWorkerGroup):
     """Two 'workers' that are the far ends of pipes this test writes into."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(
+            ExecutionPlan(
+                executor="process",
+                scaling=ScalingConfig(num_workers=2),
+                launcher=Launcher.SPAWN,
+                transport=Transport.SOCKET_PAIR,
+            )
+        )
         self.far = {}
-
-    def _contexts(self, spec):
-        return {0: None, 1: None}
 
     def _launch(self, spec, starts):
         conns = {}

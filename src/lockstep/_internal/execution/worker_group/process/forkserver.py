@@ -6,7 +6,7 @@ so it holds everything the driver had imported, torch included; each worker is t
 fork of it, ready in milliseconds, for the next fit() and for every restart.
 
 Forking is only done when it is safe, otherwise workers are started fresh (see
-:func:`fork_is_safe`). The server forks before lockstep starts any thread of its own, closes
+``fork_safety``). The server forks before lockstep starts any thread of its own, closes
 every file descriptor it inherited, leaves the driver's process group, and dies with the
 driver. It reaps its workers and reports their exit codes to the driver.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import os
 import pickle
 import select
@@ -26,6 +27,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lockstep._internal.execution.worker_group.process import fork_safety
+
+logger = logging.getLogger(__name__)
 _MAX_MESSAGE = 1 << 20
 
 
@@ -256,9 +260,10 @@ def _release_inherited_fds(keep: set[int]) -> None:
     """Point every inherited descriptor but ``keep`` at /dev/null.
 
     The driver's sockets, pipes and files must not live on here (a port would stay bound, a
-    pipe never reach end of file). Closing them would free their numbers for reuse, and an
-    inherited Python object closing "its" number later would close someone else's file;
-    pointing them at /dev/null releases the originals and keeps the numbers taken.
+    pipe never reach end of file); its handles on /dev/urandom may. Closing them would free
+    their numbers for reuse, and an inherited Python object closing "its" number later would
+    close someone else's file; pointing them at /dev/null releases the originals and keeps
+    the numbers taken.
     """
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
@@ -266,12 +271,22 @@ def _release_inherited_fds(keep: set[int]) -> None:
         fds = list(range(3, 1024))
     null = os.open(os.devnull, os.O_RDWR)
     for fd in fds:
-        if fd not in keep and fd != null:
+        if fd not in keep and fd != null and not _entropy_source(fd):
             try:
                 os.dup2(null, fd)
             except OSError:
                 pass  # already closed (listdir's own descriptor, say)
     os.close(null)
+
+
+def _entropy_source(fd: int) -> bool:
+    """Whether ``fd`` reads /dev/urandom: a library may open it once and read it for ever
+    (the AWS CRT does). It holds no port, pipe or file; pointed at /dev/null, every random
+    byte it gives would fail, or be zero."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") in ("/dev/urandom", "/dev/random")
+    except OSError:
+        return False
 
 
 _server: ForkServer | None = None
@@ -288,45 +303,39 @@ def native_threads() -> bool:
     return int(line.split()[1]) > threading.active_count()
 
 
-def fork_is_safe() -> bool:
-    """Forking the driver is safe on Linux unless it has initialised CUDA (a fork cannot
-    use CUDA then) or started TensorFlow's runtime."""
-    if not sys.platform.startswith("linux"):
-        return False
-    torch: Any = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return False
-    return not _tensorflow_started()
-
-
-def _tensorflow_started() -> bool:
-    """Whether TensorFlow's runtime runs here: its thread pools would not survive a fork.
-
-    Importing TensorFlow starts no runtime, so a driver that only imported it forks fine.
-    """
-    if "tensorflow" not in sys.modules:
-        return False
-    try:
-        from tensorflow.python.eager import context
-    except ImportError:
-        return False
-    return context.context()._context_handle is not None
-
-
 def get(num_threads: int) -> ForkServer | None:
-    """The fork server, started now if needed; None when workers must start from scratch."""
+    """The fork server, started now if needed; None when workers must start from scratch
+    (the first time for each reason, a line on the log says why)."""
     global _server
     with _server_lock:
         if _server is not None and not _server.alive():
             _server = None
         if _server is None:
-            if not fork_is_safe():
+            if not sys.platform.startswith("linux"):
+                return None
+            reason = fork_safety.fork_unsafe_reason()
+            if reason is not None:
+                _say_once(f"workers start as fresh processes, not forks of this one: {reason}")
                 return None
             _server = ForkServer(native_threads_at_fork=native_threads())
             atexit.register(_server.close)
         if num_threads > 1 and not _server.threads_ok:
+            _say_once(
+                "workers of several threads start as fresh processes, not forks: an OpenMP "
+                "pool ran in this process when the fork server was forked (a forked worker "
+                "would hang in its first parallel region)"
+            )
             return None
         return _server
+
+
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        logger.warning("lockstep: %s", line)
 
 
 def server_pid() -> int | None:

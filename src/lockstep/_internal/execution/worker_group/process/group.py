@@ -23,12 +23,13 @@ from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
+from lockstep._internal.execution.plan import ExecutionPlan, Launcher, RankPlacement
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
-from lockstep._internal.execution.worker_group.process import forkserver, gpus, shared_tables
+from lockstep._internal.execution.worker_group.process import forkserver, shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 from lockstep._internal.execution.worker_group.process.output import OutputPump
 
@@ -37,31 +38,16 @@ OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
 
 
 class ProcessWorkerGroup(ConnectedWorkerGroup):
-    """Runs each rank in a local process started for this attempt."""
+    """Runs each rank in a local process started for this attempt, as the plan says:
+    forked from the fork server or spawned fresh, with the GPUs the plan gives its rank."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, plan: ExecutionPlan) -> None:
+        super().__init__(plan)
         self._procs: dict[int, WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
         self._memory: MemoryWatch | None = None
         self._table_files: list[str] = []  # sent to workers in shared memory
-
-    def _contexts(self, spec: WorkerGroupSpec) -> dict[int, TrainContext]:
-        n = spec.num_workers
-        return {
-            rank: TrainContext(
-                world_rank=rank,
-                world_size=n,
-                local_rank=rank,
-                local_world_size=n,
-                node_rank=0,
-                experiment_name=spec.experiment_name,
-                run_path=spec.run_dir.uri,
-                metadata=spec.metadata,
-            )
-            for rank in range(n)
-        }
 
     def _launch(
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
@@ -78,7 +64,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             self._stop_workers(frozenset())
             raise
         self._pump.start()
-        threads = max(1, int(spec.num_cpus_per_worker))
+        threads = max(1, int(self._plan.num_cpus_per_worker))
         starts = {
             rank: replace(
                 start,
@@ -92,23 +78,14 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         return conns
 
     def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:
-        assert self._pump is not None
+        assert self._pump is not None and self._topology is not None
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        num_threads = max(1, int(spec.num_cpus_per_worker))
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        # As Ray does: one thread per CPU the worker asked for, unless the user chose.
-        env.setdefault("OMP_NUM_THREADS", str(num_threads))
-        # Like Ray: a worker sees only its own GPUs, and none when it was given none.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(
-            gpus.assign(gpus.visible_gpus(), context.local_rank, spec.num_gpus_per_worker)
-        )
+        num_threads = max(1, int(self._plan.num_cpus_per_worker))
+        env = worker_env(self._topology.placements[rank], num_threads)
         env.update(spec.backend.worker_env(context))
-        # CUDA cannot be used in a fork of a process that initialised it, and the driver
-        # may have (torch.cuda.is_available() does): GPU workers start fresh.
-        fork = flags.WORKER_START.get() == "fork" and spec.num_gpus_per_worker == 0
+        fork = self._plan.launcher is Launcher.FORK_SERVER
         try:
             proc = _start(theirs.fileno(), out_w, err_w, env, num_threads, fork=fork)
         finally:
@@ -204,6 +181,17 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pidfds = {}
         self._procs = {}
         shared_tables.remove(self._table_files)
+
+
+def worker_env(placement: RankPlacement, num_threads: int) -> dict[str, str]:
+    """A local worker's environment: the driver's, with its threads and GPUs."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    # As Ray does: one thread per CPU the worker asked for, unless the user chose.
+    env.setdefault("OMP_NUM_THREADS", str(num_threads))
+    # Like Ray: a worker sees only its own GPUs, and none when it was given none.
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(placement.gpus or ())
+    return env
 
 
 def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:

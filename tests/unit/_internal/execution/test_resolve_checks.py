@@ -39,7 +39,7 @@ def test_use_gpu_without_any_gpu_is_an_error_that_says_so(monkeypatch):
 
 
 def test_an_elastic_run_is_sized_by_this_machines_cpus():
-    from lockstep._internal.execution.executor_choice import check_elastic_fits, local_capacity
+    from lockstep._internal.execution.resolve import check_elastic_fits, local_capacity
 
     have = usable_cpus()
     half_cpu = ScalingConfig(num_workers=(1, 64), resources_per_worker={"CPU": 0.5})

@@ -6,7 +6,14 @@ Example:
     'hive'
 """
 
+from lockstep.data._file_order import FileShuffleConfig
 from lockstep.data._partitioning import Partitioning, PathPartitionFilter
 from lockstep.data._write import FilenameProvider, SaveMode
 
-__all__ = ["FilenameProvider", "Partitioning", "PathPartitionFilter", "SaveMode"]
+__all__ = [
+    "FileShuffleConfig",
+    "FilenameProvider",
+    "Partitioning",
+    "PathPartitionFilter",
+    "SaveMode",
+]

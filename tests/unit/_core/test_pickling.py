@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from lockstep.train import _pickling as pickling
+from lockstep._core import pickling
 
 
 def test_names_the_config_entry():
