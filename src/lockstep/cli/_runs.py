@@ -214,51 +214,58 @@ def add_parser(commands: Any) -> None:
         help="whether lower or higher is better; default: the checkpoint config's order, "
         "else min for a loss or an error and max for anything else",
     )
-    listing = sub.add_parser(
-        "list",
-        parents=[where, ranking],
-        help="one line per run",
-        description="One line per "
-        "run: status, start, duration, iterations, attempts and the best metric.",
-    )
-    show = sub.add_parser(
-        "show",
-        parents=[where],
-        help="configs, metrics, checkpoints, attempts, error",
-        description="Everything about one run: its configs, last metrics, checkpoints, "
-        "attempts (failures with their cause, preemptions, resizes) and error.",
-    )
-    show.add_argument("run", help=_RUN_HELP)
-    plot = sub.add_parser(
-        "plot",
-        parents=[where],
-        help="a PNG of metrics per iteration",
-        description="Plot metrics per training iteration into a PNG, and print its path.",
-    )
-    plot.add_argument("run", help=_RUN_HELP)
-    plot.add_argument(
+    made = {}
+    for name, (ranks, summary, description) in _COMMANDS.items():
+        made[name] = sub.add_parser(
+            name,
+            parents=[where, ranking] if ranks else [where],
+            help=summary,
+            description=description,
+        )
+        made[name].set_defaults(command_parser=made[name])
+    made["show"].add_argument("run", help=_RUN_HELP)
+    made["plot"].add_argument("run", help=_RUN_HELP)
+    made["plot"].add_argument(
         "metrics",
         nargs="*",
         help="the metrics to plot; default: every numeric metric the run reported, except "
         f"counters ({', '.join(sorted(COUNTERS))})",
     )
-    plot.add_argument("--output", default=None, help="the PNG; default: <run>/metrics.png")
-    compare = sub.add_parser(
-        "compare",
-        parents=[where, ranking],
-        help="runs side by side",
-        description="One table and one plot of several runs' metrics; the plot goes into "
-        "the storage path, and its path is printed.",
-    )
-    compare.add_argument("runs", nargs="+", metavar="run", help=_RUN_HELP + "; one or more")
-    compare.add_argument(
+    made["plot"].add_argument("--output", default=None, help="the PNG; default: <run>/metrics.png")
+    made["compare"].add_argument("runs", nargs="+", metavar="run", help=_RUN_HELP + "; one or more")
+    made["compare"].add_argument(
         "--output",
         default=None,
         help="the PNG; default: compare-<runs>.png in the storage path (the runs' common "
         "directory when they are not under it)",
     )
-    for parser in (listing, show, plot, compare):
-        parser.set_defaults(command_parser=parser)
+
+
+# Each subcommand: whether it ranks runs (--metric, --mode), its help and its description.
+_COMMANDS = {
+    "list": (
+        True,
+        "one line per run",
+        "One line per run: status, start, duration, iterations, attempts and the best metric.",
+    ),
+    "show": (
+        False,
+        "configs, metrics, checkpoints, attempts, error",
+        "Everything about one run: its configs, last metrics, checkpoints, attempts "
+        "(failures with their cause, preemptions, resizes) and error.",
+    ),
+    "plot": (
+        False,
+        "a PNG of metrics per iteration",
+        "Plot metrics per training iteration into a PNG, and print its path.",
+    ),
+    "compare": (
+        True,
+        "runs side by side",
+        "One table and one plot of several runs' metrics; the plot goes into the storage "
+        "path, and its path is printed.",
+    ),
+}
 
 
 _RUNS_DESCRIPTION = (
