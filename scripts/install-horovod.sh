@@ -112,7 +112,7 @@ REPORTER=""
 compile() {  # $1: 1 to build the TensorFlow ops too; $2: the log
     local what="Horovod's C++ ops for PyTorch" status=0
     if [ "$1" = 1 ]; then what="Horovod's C++ ops for PyTorch and TensorFlow"; fi
-    say "[3/4] compiling $what: 5 min on 2 free cores, longer when they are busy"
+    say "[3/4] compiling $what: 5 min on 2 free cores, 10 or more when they are busy"
     : >"$2"  # there to follow (tail -f) from the moment its path is shown
     say "      the compiler's output: $2"
     report_progress "$2" &
