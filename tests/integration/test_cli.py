@@ -178,8 +178,8 @@ def test_demo_says_what_it_does_first_and_lockstep_warnings_are_one_plain_line(t
     assert "sys.exit(main())" not in err and "UserWarning" not in err
     # what each time covers
     assert re.search(
-        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): \d+\.\ds starting the "
-        r"workers, \d+\.\ds training\): 1 report, 0 restarts",
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): starting the workers, "
+        r"training, stopping them\): 1 report, 0 restarts",
         err,
     ), err
     assert re.search(

@@ -61,8 +61,8 @@ def test_plain_lines_when_not_a_terminal(tmp_path, capfd):
     assert re.fullmatch(r"\[lockstep\] 2 workers ready in \d+\.\d s", ours[2])
     assert "[lockstep] iter 3: loss=0.3333 epoch=2" in ours
     assert re.fullmatch(
-        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): \d+\.\ds starting the workers, "
-        r"\d+\.\ds training\): 3 reports, 0 restarts",
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): starting the workers, "
+        r"training, stopping them\): 3 reports, 0 restarts",
         ours[-3],
     )
     assert ours[-2:] == [

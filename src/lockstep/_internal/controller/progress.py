@@ -135,7 +135,6 @@ class Progress:
         self._started = time.monotonic()
         self._starting_at = self._started
         self._first_ready: float | None = None
-        self._startup_s = 0.0  # every attempt's, from starting() to workers_started()
         # The ETA comes from the time between reports within an attempt: an attempt's first
         # report also holds its start-up (imports, data loading, the backend's rendezvous).
         self._last_report_at: float | None = None
@@ -195,7 +194,6 @@ class Progress:
             self._first_ready = now
         plural = "s" if self._num_workers != 1 else ""
         took = now - self._starting_at
-        self._startup_s += took
         self._print_event(f"{self._num_workers} worker{plural} ready in {took:.1f} s")
 
     def worker_stopped(self) -> None:
@@ -268,14 +266,9 @@ class Progress:
             return [f"{summary.stopped}; to continue: {self._resume_hint}"]
         restarts = f"{self._restarts} restart{'s' if self._restarts != 1 else ''}"
         reports = f"{self._reports} report{'s' if self._reports != 1 else ''}"
-        elapsed = self.elapsed()
-        parts = (
-            f"{format_duration(self._startup_s)} starting the workers, "
-            f"{format_duration(max(0.0, elapsed - self._startup_s))} training"
-        )
         lines = [
-            f"{summary.outcome} in {format_duration(elapsed)} (the whole fit(): {parts}): "
-            f"{reports}, {restarts}",
+            f"{summary.outcome} in {format_duration(self.elapsed())} (the whole fit(): "
+            f"starting the workers, training, stopping them): {reports}, {restarts}",
         ]
         if summary.best_checkpoint is not None:
             names = choose_metrics(summary.best_metrics or {}, self._chosen, self._score_attribute)
