@@ -41,3 +41,12 @@ def fit_two_workers(trainer_cls: Any, fn: Callable[..., Any], config: dict, stor
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=storage, verbose=0),
     ).fit()
+
+
+def machine_load() -> str:
+    """The machine's load averages and CPUs, to print with figures (a loaded machine's
+    figures need a quiet rerun)."""
+    import os
+
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"

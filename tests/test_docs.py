@@ -90,6 +90,7 @@ EXAMPLES = {
     "tracking_mlflow_tensorboard.py": [],
     "tensorflow_quickstart.py": [],
     "horovod_torch.py": ["--epochs", "3"],
+    "cluster_train.py": ["--epochs", "3"],
 }
 
 
@@ -116,6 +117,7 @@ EXTRAS = {
     "tracking_mlflow_tensorboard.py": "[tracking]",
     "tensorflow_quickstart.py": "[tensorflow]",
     "horovod_torch.py": "[torch]",
+    "cluster_train.py": "[torch]",
 }
 
 

@@ -202,3 +202,24 @@ def test_ctrl_c_before_the_run_started_says_so(tmp_path):
     assert demo.returncode == 130
     assert err.splitlines() == ["lockstep demo: interrupted before the run started"], err
     assert out == ""
+
+
+def test_doctor_shows_what_launched_it_and_the_topology():
+    srun = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "4",
+            "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": "2",
+            "SLURM_STEP_NODELIST": "node[01-02]", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
+    done = lockstep("doctor", env=srun)
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("launched by:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[:4] == [
+        "  launcher      SLURM srun (LOCKSTEP_CLUSTER=auto)",
+        "  this process  1 of 4, 1 of 2 on its node, node 0 of 2",
+        "  allocation    2 nodes x 2 process(es)",
+        "  nodes         node01, node02",
+    ]
+    assert "  run name      lockstep_run-slurm-5 unless RunConfig(name=...)" in section
+    assert section[-1].startswith("  topology      this process joins the driver's run")
+    off = lockstep("doctor", env=srun | {"LOCKSTEP_CLUSTER": "off"})
+    assert "  nothing       a run uses this machine's processes (LOCKSTEP_CLUSTER=off)" in (
+        off.stdout
+    )

@@ -133,3 +133,35 @@ def test_a_resize_restarts_from_the_latest_checkpoint_at_the_new_size(run_config
         # the data re-split for each size: every row once per epoch, an equal share each
         assert sorted(i for m in step for i in m["rows"]) == list(range(ROWS))
     assert result.error is None
+
+
+def report_cpus(config):
+    train.report({"cpus": sorted(os.sched_getaffinity(0))})
+
+
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs two CPUs to grow to")
+def test_workers_of_a_grown_run_may_use_every_cpu_the_run_counts(run_config):
+    """The fork server keeps the CPUs the driver had when it was forked (one, for a run
+    that started narrow): workers forked from it get the driver's CPUs of now."""
+    from lockstep._internal.execution.worker_group.process import forkserver
+
+    original = usable_cpus()
+    wide = set(sorted(original)[:2])
+    forkserver.get(1)  # the fork server, as the first fit() made it
+    server = forkserver.server_pid()
+    if server is None:
+        pytest.skip("workers are spawned here, not forked: nothing to inherit")
+    os.sched_setaffinity(server, {min(wide)})  # forked while the machine was narrow
+    os.sched_setaffinity(0, wide)
+    try:
+        ranks = EveryRank()
+        DataParallelTrainer(
+            report_cpus,
+            scaling_config=ScalingConfig(num_workers=(1, 2)),
+            run_config=dataclasses.replace(run_config, callbacks=[ranks]),
+        ).fit()
+    finally:
+        os.sched_setaffinity(0, original)
+        os.sched_setaffinity(server, original)
+    (step,) = ranks.steps
+    assert [m["cpus"] for m in step] == [sorted(wide)] * 2

@@ -215,3 +215,30 @@ def test_a_driver_that_ran_tensorflow_starts_workers_fresh_and_they_use_it(tmp_p
     assert out["metrics"] == [{"parent": out["driver"], "sum": 3.0}] * 2
     assert out["server"] is None
     assert said_once(stderr, "TensorFlow's runtime runs in this process")
+
+
+def test_a_driver_that_trained_lightgbm_forks_workers_that_load_models(tmp_path):
+    """A LightGBM model trained in the driver leaves GNU OpenMP's pool running there; a
+    forked worker loading a model then waited forever for the pool's threads. Forked
+    workers run LightGBM on their own thread count."""
+    out, _ = run_driver(
+        tmp_path,
+        """
+        import lightgbm, numpy
+
+        rng = numpy.random.default_rng(0)
+        features, labels = rng.normal(size=(200, 4)), rng.integers(0, 2, 200)
+        model = lightgbm.LGBMClassifier(n_estimators=3, verbose=-1).fit(features, labels)
+        saved = os.path.join(tempfile.mkdtemp(), "model.txt")
+        model.booster_.save_model(saved)
+
+
+        def loads_the_model():
+            booster = lightgbm.Booster(model_file=saved)  # a parallel region
+            train.report({"trees": booster.num_trees(), "parent": os.getppid()})
+
+
+        done([fit(loads_the_model, name=f"run{i}") for i in range(2)])
+        """,
+    )
+    assert out["metrics"] == [{"trees": 3, "parent": out["server"]}] * 2

@@ -29,12 +29,14 @@ def test_breast_cancer_fit_scores_and_cross_validation(tmp_path):
         return_train_score_cv=True,
         run_config=run(tmp_path),
     ).fit()
-    metrics = result.metrics
-    assert metrics["valid_accuracy"] > 0.9 and metrics["train_accuracy"] > 0.95
-    assert {"valid_f1", "train_f1", "fit_time"} <= set(metrics)
-    for name in ("accuracy", "f1", "train_accuracy", "fit_time", "score_time"):
-        assert {f"cv_{name}_mean", f"cv_{name}_std"} <= set(metrics)
-    assert 0.85 < metrics["cv_accuracy_mean"] <= 1.0
+    metrics = result.metrics  # nested as Ray nests them
+    assert metrics["valid"]["test_accuracy"] > 0.9 and metrics["train"]["test_accuracy"] > 0.95
+    assert {"test_f1", "score_time"} <= set(metrics["valid"]) and "fit_time" in metrics
+    cv = metrics["cv"]
+    for name in ("test_accuracy", "test_f1", "train_accuracy", "fit_time", "score_time"):
+        assert {name, f"{name}_mean", f"{name}_std"} <= set(cv)
+        assert len(cv[name]) == 3  # one value per fold
+    assert 0.85 < cv["test_accuracy_mean"] <= 1.0
 
     model = SklearnTrainer.get_model(result.checkpoint)
     assert model.n_jobs == 1  # set from the worker's CPUs
@@ -54,8 +56,11 @@ def test_default_scoring_is_the_estimators_score(tmp_path):
         preprocessor=StandardScaler([c for c in breast_cancer()[0].columns if c != "target"]),
         run_config=run(tmp_path),
     ).fit()
-    assert {"train_score", "valid_score", "cv_score_mean", "cv_score_std"} <= set(result.metrics)
-    assert result.metrics["valid_score"] > 0.9
+    metrics = result.metrics
+    assert "test_score" in metrics["train"] and {"test_score_mean", "test_score_std"} <= set(
+        metrics["cv"]
+    )
+    assert metrics["valid"]["test_score"] > 0.9
     predictor = SklearnPredictor.from_checkpoint(result.checkpoint)
     _, valid_frame = breast_cancer()
     assert predictor.get_preprocessor() is not None
@@ -75,7 +80,7 @@ def test_parallel_cross_validation_over_the_workers_cpus(tmp_path):
         scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
         run_config=run(tmp_path),
     ).fit()
-    assert result.metrics["cv_acc_mean"] > 0.85
+    assert result.metrics["cv"]["test_acc_mean"] > 0.85
     assert SklearnTrainer.get_model(result.checkpoint).C == 0.5
 
 
@@ -88,7 +93,7 @@ def test_unsupervised_estimator_without_label(tmp_path):
         datasets={"train": ld.from_pandas(features)},
         run_config=run(tmp_path),
     ).fit()
-    assert result.metrics["train_score"] < 0  # KMeans.score: minus the inertia
+    assert result.metrics["train"]["test_score"] < 0  # KMeans.score: minus the inertia
     assert SklearnTrainer.get_model(result.checkpoint).cluster_centers_.shape == (2, 30)
 
 
@@ -99,6 +104,7 @@ def test_unsupervised_estimator_without_label(tmp_path):
         ({"scaling_config": ScalingConfig(num_workers=2)}, "fits in one worker.*HINT"),
         ({"scaling_config": ScalingConfig(num_workers=(1, 2))}, r"\(1, 2\).*HINT"),
         ({"datasets": {"valid": None}}, r"fits on datasets\['train'\].*\['valid'\]"),
+        ({"datasets": {"train": None, "cv": None}}, "may not be called 'cv'.*HINT"),
         ({"label_column": "label"}, r"'label' is not a column of datasets\['train'\]"),
         ({"scoring": 3}, "scoring must be"),
         ({"cv": 1}, "cv must be a number of folds >= 2"),

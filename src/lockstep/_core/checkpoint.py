@@ -26,6 +26,8 @@ DIR_BYTES_KEY = "fs_checkpoint"
 _model_loaders: list[Callable[[Checkpoint], Any]] = []
 # The fitted preprocessor, as hex-encoded cloudpickle in the metadata, as Ray stores it.
 PREPROCESSOR_KEY = "preprocessor_pkl"
+# Ray AIR's key of the preprocessor in a dict checkpoint.
+DICT_PREPROCESSOR_KEY = "_preprocessor"
 # Where every worker's dataset shards and data loaders were at a checkpoint's step, kept by
 # the driver so that a restart from it continues the data there (lockstep.data._position).
 DATA_POSITIONS_KEY = "lockstep_data_positions"
@@ -61,6 +63,7 @@ class Checkpoint:
             fs = pyarrow_fs.to_fsspec(filesystem)
         self._fs: AbstractFileSystem | None = fs
         self.path = text
+        self._data: dict[str, Any] | None = None  # the dict of from_dict(), in this process
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:
@@ -162,7 +165,7 @@ class Checkpoint:
         """
         data = self.get_metadata().get(PREPROCESSOR_KEY)
         if data is None:
-            return None
+            return self._dict_entry(DICT_PREPROCESSOR_KEY)
         import cloudpickle
 
         return cloudpickle.loads(bytes.fromhex(data))
@@ -204,8 +207,9 @@ class Checkpoint:
         return cls(target)
 
     def to_dict(self) -> dict[str, Any]:
-        """The dict a :meth:`from_dict` checkpoint holds; for a directory of files, the
-        directory as archive bytes under ``"fs_checkpoint"`` (as Ray AIR had it).
+        """The dict a :meth:`from_dict` checkpoint holds, with the preprocessor saved with it
+        under ``"_preprocessor"``; for a directory of files, the directory as archive bytes
+        under ``"fs_checkpoint"`` (as Ray AIR had it).
 
         Example:
             >>> import shutil
@@ -214,13 +218,29 @@ class Checkpoint:
             {'epoch': 3, 'weights': [0.5]}
             >>> shutil.rmtree(checkpoint.path)
         """
+        data = self._dict()
+        if data is None:
+            return {DIR_BYTES_KEY: self.to_bytes()}
+        if self.get_metadata().get(PREPROCESSOR_KEY) is not None:
+            data = {**data, DICT_PREPROCESSOR_KEY: self.get_preprocessor()}
+        return data
+
+    def _dict(self) -> dict[str, Any] | None:
+        """The dict of a dict checkpoint (None for a directory of files). The one this
+        process built keeps its objects, as Ray AIR's in-memory dict checkpoints did."""
         import cloudpickle
 
-        if self._fsspec.exists(self._join(DICT_FILE)):
-            with self._fsspec.open(self._join(DICT_FILE), "rb") as f:
-                loaded: dict[str, Any] = cloudpickle.loads(f.read())
-            return loaded
-        return {DIR_BYTES_KEY: self.to_bytes()}
+        if self._data is not None:
+            return dict(self._data)
+        if not self._fsspec.exists(self._join(DICT_FILE)):
+            return None
+        with self._fsspec.open(self._join(DICT_FILE), "rb") as f:
+            loaded: dict[str, Any] = cloudpickle.loads(f.read())
+        return loaded
+
+    def _dict_entry(self, key: str) -> Any:
+        data = self._dict()
+        return None if data is None else data.get(key)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
@@ -232,7 +252,9 @@ class Checkpoint:
         target = tempfile.mkdtemp(prefix="lockstep-ckpt-")
         with open(os.path.join(target, DICT_FILE), "wb") as f:
             f.write(cloudpickle.dumps(dict(data)))
-        return cls(target)
+        checkpoint = cls(target)
+        checkpoint._data = dict(data)
+        return checkpoint
 
     def load_model(self) -> Any:
         """The trained model in this checkpoint, as a ``lockstep.train.Model`` whose
@@ -261,7 +283,14 @@ class Checkpoint:
         )
 
     def __repr__(self) -> str:
-        return f"Checkpoint({self.uri!r})"
+        return f"{type(self).__name__}(filesystem={self._protocol()}, path={self.path})"
+
+    def _protocol(self) -> str:
+        """The filesystem's name as Ray's repr shows it: ``local``, ``s3``, ``gs``..."""
+        if self.is_local:
+            return "local"
+        protocol = self._fsspec.protocol
+        return str(protocol if isinstance(protocol, str) else protocol[0])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Checkpoint) and self.uri == other.uri
@@ -276,6 +305,7 @@ class Checkpoint:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self._fs = state["fs"]
+        self._data = None
 
 
 def register_model_loader(loader: Callable[[Checkpoint], Any]) -> None:

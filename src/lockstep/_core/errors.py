@@ -34,6 +34,11 @@ class UsageKeyError(UsageError, KeyError):
         return str(self.args[0]) if self.args else ""  # not KeyError's quoted repr
 
 
+class NotPicklableError(ValueError, TypeError):
+    """Something sent to the workers cannot be pickled; a TypeError, as Ray raises it for a
+    training function that cannot be serialized, and a ValueError."""
+
+
 class RunNotFoundError(FileNotFoundError, RuntimeError):
     """A path holds no run; a RuntimeError, as Ray raises it, and a FileNotFoundError."""
 

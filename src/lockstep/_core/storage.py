@@ -89,6 +89,12 @@ def resolve(path: str | os.PathLike[str]) -> tuple[AbstractFileSystem | None, st
         text = text[len("file://") :]
     if not is_uri(text):
         return None, os.path.abspath(os.path.expanduser(text))
+    if text.startswith("mock://"):
+        # pyarrow's in-memory test filesystem, which Ray's tests write runs to: this
+        # process's in-memory filesystem (memory://), the same one at every resolve
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        return MemoryFileSystem(), "/" + text[len("mock://") :].split("?", 1)[0].lstrip("/")
     if "?" in text:  # pyarrow's query options: region, endpoint_override, scheme, ...
         from lockstep._core.pyarrow_fs import from_uri_with_options
 
@@ -135,6 +141,13 @@ class StorageDir:
     can_append: ClassVar[bool]
     """Whether a file can be appended to in place (an object store rewrites it whole)."""
 
+    fsync_writes: bool = True
+    """Whether :meth:`write_atomic` puts the file on the disk (fsync) before it returns, so
+    that a crash of the machine cannot lose it. Without it the file is still replaced
+    atomically and is in the kernel's hands, which a killed process cannot lose; it
+    reaches the disk when its owner syncs the whole filesystem (:meth:`sync_all`), as a
+    Tuner does for its function trials before each snapshot of the experiment."""
+
     def __new__(cls, fs: AbstractFileSystem | None = None, path: str = "") -> StorageDir:
         if cls is StorageDir:
             cls = LocalDir if fs is None or _is_local(fs) else FsspecDir
@@ -170,7 +183,19 @@ class StorageDir:
         return display_uri(self._fs, self.path)
 
     def child(self, *parts: str) -> StorageDir:
-        return type(self)(self._fs, self.join(*parts))
+        child = type(self)(self._fs, self.join(*parts))
+        child.fsync_writes = self.fsync_writes
+        return child
+
+    def without_fsync(self) -> StorageDir:
+        """This directory, whose :meth:`write_atomic` does not fsync unless told to."""
+        copy = type(self)(self._fs, self.path)
+        copy.fsync_writes = False
+        return copy
+
+    def sync_all(self) -> None:
+        """Put every file written so far on this directory's filesystem on the disk (an
+        object store's uploads are there already)."""
 
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open(self.join(rel), "rb") as f:
@@ -206,8 +231,9 @@ class StorageDir:
         """Names (not paths) of the entries in this directory; empty if it does not exist."""
         raise NotImplementedError
 
-    def write_atomic(self, rel: str, data: bytes) -> None:
-        """Replace the file ``rel`` with ``data`` so that readers see the old or new bytes."""
+    def write_atomic(self, rel: str, data: bytes, *, fsync: bool | None = None) -> None:
+        """Replace the file ``rel`` with ``data`` so that readers see the old or new bytes;
+        on the disk when this returns if ``fsync`` (by default: :attr:`fsync_writes`)."""
         raise NotImplementedError
 
     def open_append(self, rel: str) -> IO[str]:
@@ -264,22 +290,32 @@ class LocalDir(StorageDir):
         except FileNotFoundError:
             return []
 
-    def write_atomic(self, rel: str, data: bytes) -> None:
-        # A temporary file, fsync'd, renamed over the old one, then the directory fsync'd.
+    def write_atomic(self, rel: str, data: bytes, *, fsync: bool | None = None) -> None:
+        # A temporary file (fsync'd), renamed over the old one, then the directory fsync'd.
+        sync = self.fsync_writes if fsync is None else fsync
         target = self.join(rel)
         tmp = f"{target}.tmp-{os.getpid()}"
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, target)
         except OSError:
             # the old file stays whole; a half-written copy (a full disk) must not stay
             if os.path.lexists(tmp):
                 os.remove(tmp)
             raise
-        _fsync_dir(os.path.dirname(target))
+        if sync:
+            fsync_dir(os.path.dirname(target))
+
+    def sync_all(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            _syncfs(fd)
+        finally:
+            os.close(fd)
 
     def open_append(self, rel: str) -> IO[str]:
         return open(self.join(rel), "a", encoding="utf-8", newline="")
@@ -287,7 +323,7 @@ class LocalDir(StorageDir):
     def move(self, src_rel: str, dst_rel: str) -> None:
         dst = self.join(dst_rel)
         os.rename(self.join(src_rel), dst)
-        _fsync_dir(os.path.dirname(dst))
+        fsync_dir(os.path.dirname(dst))
 
     def remove(self, rel: str) -> None:
         target = self.join(rel)
@@ -353,9 +389,12 @@ class FsspecDir(StorageDir):
         self.fs.invalidate_cache(path)
         return self.fs
 
-    def write_atomic(self, rel: str, data: bytes) -> None:
+    def write_atomic(self, rel: str, data: bytes, *, fsync: bool | None = None) -> None:
         target = self.join(rel)
-        with_retries(self.fs.pipe_file, target, data)
+        with_retries(self.fs.pipe_file, target, data)  # one upload: stored once it returns
+
+    def sync_all(self) -> None:
+        pass  # every upload is stored once it returns
 
     def open_append(self, rel: str) -> IO[str]:
         raise AssertionError(f"{self.uri} is on an object store, which cannot append")
@@ -366,10 +405,26 @@ class FsspecDir(StorageDir):
         # then there is nothing to copy.
         src, dst = self.join(src_rel), self.join(dst_rel)
         for rel in self._files(src_rel):
-            with_retries(self.fs.copy, f"{src}/{rel}", f"{dst}/{rel}")
+            self._copy(f"{src}/{rel}", f"{dst}/{rel}")
         if self._fresh(src).exists(src):
             self.fs.rm(src, recursive=True)
         self.fs.makedirs(dst, exist_ok=True)
+
+    def _copy(self, src: str, dst: str) -> None:
+        """Copy one file. A filesystem of real directories (a custom pyarrow one over a
+        local disk, say) needs the destination's directory first; object stores have none,
+        so they pay nothing for it."""
+
+        def copy() -> None:
+            try:
+                self.fs.copy(src, dst)
+            except FileNotFoundError:
+                if not self.fs.exists(src):
+                    raise
+                self.fs.makedirs(posixpath.dirname(dst), exist_ok=True)
+                self.fs.copy(src, dst)
+
+        with_retries(copy)
 
     def remove(self, rel: str) -> None:
         target = self.join(rel)
@@ -395,7 +450,7 @@ class FsspecDir(StorageDir):
 
     def _move_file(self, src_rel: str, dst_rel: str) -> None:
         # The source tree goes as a whole afterwards (merge_into removes it).
-        with_retries(self.fs.copy, self.join(src_rel), self.join(dst_rel))
+        self._copy(self.join(src_rel), self.join(dst_rel))
 
 
 class CheckpointWriteError(OSError):
@@ -462,6 +517,17 @@ def with_retries(write: Callable[..., _T], *args: Any, attempts: int = WRITE_ATT
     raise AssertionError("unreachable")
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` appended to ``fd``: one system call, unless the disk is nearly full."""
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def open_append(path: str) -> int:
+    """``path`` opened for appending: every write lands at the end, whole."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
 def _copy_file(src: str, dst: str) -> None:
     import shutil
 
@@ -475,7 +541,20 @@ def _walk_files(root: str) -> Iterator[str]:
             yield os.path.relpath(os.path.join(dirpath, name), root)
 
 
-def _fsync_dir(path: str) -> None:
+def _syncfs(fd: int) -> None:
+    """Every file of the filesystem holding ``fd`` on the disk: Linux's ``syncfs``, one
+    flush for all of them (a run of ``fsync`` calls would each wait for the disk);
+    elsewhere ``sync``, every filesystem."""
+    import ctypes
+
+    syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    if syncfs is None or syncfs(fd) != 0:
+        os.sync()
+
+
+def fsync_dir(path: str) -> None:
+    """Put the names in the local directory ``path`` on the disk (after a create or a
+    rename in it)."""
     fd = os.open(path or ".", os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -202,6 +202,52 @@ def _safe(check: Callable[[], BackendCheck]) -> BackendCheck:
         return BackendCheck(name, False, f"checking it failed: {type(exc).__name__}: {exc}")
 
 
+def launch_lines() -> list[str]:
+    """What launched this process (a scheduler, a launcher, nothing) and the topology a
+    run started here would have."""
+    from lockstep._core import flags
+    from lockstep._internal.execution.environments.base import LaunchError
+    from lockstep._internal.execution.resolve import detect_launch
+
+    setting = f"LOCKSTEP_CLUSTER={flags.CLUSTER.get()}"
+    try:
+        launch = detect_launch(flags.launch_environment())
+    except LaunchError as exc:
+        return [f"  {'error':<14}{exc}"]
+    if launch is None:
+        return [f"  {'nothing':<14}a run uses this machine's processes ({setting})"]
+    n = launch.num_processes
+    lines = [
+        f"  {'launcher':<14}{launch.launcher} ({setting})",
+        f"  {'this process':<14}{launch.process_rank} of {n}, {launch.local_process_rank} of "
+        f"{launch.processes_per_node} on its node"
+        + (
+            f", node {launch.node_rank} of {launch.num_nodes}"
+            if launch.node_rank is not None
+            else ""
+        ),
+        f"  {'allocation':<14}{launch.allocation()}",
+    ]
+    if launch.hosts:
+        lines.append(f"  {'nodes':<14}{', '.join(launch.hosts)}")
+    if launch.slurm_job is not None:
+        lines.append(
+            f"  {'SLURM job':<14}{launch.slurm_job}: requeued when preempted, if it may be"
+        )
+    lines.append(
+        f"  {'run name':<14}lockstep_run-{launch.job_id or '<date>'} unless RunConfig(name=...)"
+    )
+    if n > 1:
+        role = "drives the run" if launch.is_driver else "joins the driver's run (process 0)"
+        lines.append(
+            f"  {'topology':<14}this process {role}; num_workers={n} (or a multiple k*{n}) "
+            f"gives each of the {n} processes 1 (or k) workers, ranks contiguous per node"
+        )
+    else:
+        lines.append(f"  {'topology':<14}one process: every worker on this node")
+    return lines
+
+
 def report() -> list[str]:
     """The lines `lockstep doctor` prints."""
     lines = [
@@ -213,6 +259,7 @@ def report() -> list[str]:
     ]
     for shown, distribution in PACKAGES:
         lines.append(f"  {shown:<14}{installed_version(distribution) or 'not installed'}")
+    lines += ["", "launched by:", *launch_lines()]
     lines += ["", *gpu_lines(), "", "backends:"]
     for check in CHECKS:
         result = _safe(check)

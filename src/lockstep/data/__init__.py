@@ -40,6 +40,7 @@ from lockstep.data._read import (
 from lockstep.data._read_media import read_binary_files, read_images, read_tfrecords
 from lockstep.data._relational import Schema
 from lockstep.data._write import SaveMode
+from lockstep.data.preprocessors import Preprocessor
 
 __all__ = [
     "ActorPoolStrategy",
@@ -51,6 +52,7 @@ __all__ = [
     "ExecutionResources",
     "FileShuffleConfig",
     "GroupedData",
+    "Preprocessor",
     "SaveMode",
     "Schema",
     "TaskPoolStrategy",

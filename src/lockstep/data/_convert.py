@@ -18,8 +18,9 @@ from lockstep.data._objects import array_to_objects, is_object_type, objects_to_
 if TYPE_CHECKING:
     import pandas as pd
 
-# None: the blocks as they are (Arrow tables), as Ray's batch_format=None
-BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", None)
+# None: the blocks as they are (Arrow tables), as Ray's batch_format=None; "native" is Ray
+# 2.0's name for the same
+BATCH_FORMATS = ("default", "numpy", "pandas", "pyarrow", None, "native")
 EMPTY = pa.table({})
 
 
@@ -35,7 +36,7 @@ def check_batch_format(batch_format: str | None, where: str) -> str | None:
 
 def to_format(table: Any, batch_format: str | None, *, writable: bool = False) -> Any:
     """``table`` as a batch in ``batch_format`` ("default" means numpy, as in Ray)."""
-    if batch_format in ("pyarrow", None):
+    if batch_format in ("pyarrow", None, "native"):
         return table
     if batch_format == "pandas":
         return to_pandas(table)

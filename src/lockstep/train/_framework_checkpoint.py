@@ -11,6 +11,7 @@ from lockstep._core.checkpoint import Checkpoint
 
 C = TypeVar("C", bound=Checkpoint)
 B = TypeVar("B", bound="BoosterCheckpoint")
+F = TypeVar("F", bound="FrameworkCheckpoint")
 
 
 def save_model(
@@ -32,7 +33,24 @@ def save_model(
     return checkpoint
 
 
-class BoosterCheckpoint(Checkpoint):
+class FrameworkCheckpoint(Checkpoint):
+    """What every framework's checkpoint class shares: reading any checkpoint as one."""
+
+    @classmethod
+    def from_checkpoint(cls: type[F], other: Checkpoint) -> F:
+        """``other`` (``result.checkpoint``, say) as this class, to call its ``get_model``.
+
+        Example:
+            >>> from lockstep.train.lightgbm import LightGBMCheckpoint
+            >>> type(LightGBMCheckpoint.from_checkpoint(Checkpoint("/tmp/c"))).__name__
+            'LightGBMCheckpoint'
+        """
+        checkpoint = cls(other.path, other.filesystem if not other.is_local else None)
+        checkpoint._data = other._data
+        return checkpoint
+
+
+class BoosterCheckpoint(FrameworkCheckpoint):
     """What the XGBoost and LightGBM checkpoints share: a booster saved as the report
     callback saves it, so either reads the other's checkpoints.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig, RunConfig, ScalingConfig
-from lockstep._core.errors import UsageError
+from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep.train._session import get_context, get_dataset_shard, report
 from lockstep.train._trainer import DataParallelTrainer, FrameworkTrainerSpec, WorkerSetup
 
@@ -43,14 +43,14 @@ class ClassicArgs:
     def check_datasets(self, datasets: Mapping[str, Any]) -> None:
         """Raise unless there is a ``"train"`` dataset and every dataset has the label."""
         if TRAIN not in datasets:
-            raise ValueError(
+            raise UsageKeyError(  # a KeyError, as in Ray
                 f"{self.trainer} trains on datasets['train'], but the datasets given are "
                 f"{sorted(datasets) or 'none'}. HINT: pass datasets={{'train': ds}} (other "
                 "datasets are evaluated every round under their names)"
             )
         for name in sorted(self.dmatrix_params):
             if name not in datasets:
-                raise ValueError(
+                raise UsageKeyError(
                     f"dmatrix_params names dataset {name!r}, which is not among the datasets "
                     f"given: {sorted(datasets)}. HINT: key dmatrix_params by dataset name"
                 )
@@ -450,9 +450,14 @@ def _metric_names(metrics: str | list[str] | dict[str, str] | None) -> dict[str,
 
 
 def load_model_file(
-    checkpoint: Checkpoint, filename: str, loader: Callable[[str], Any], what: str
+    checkpoint: Checkpoint,
+    filename: str,
+    loader: Callable[[str], Any],
+    what: str,
+    older_name: str | None = None,
 ) -> Any:
-    """``loader(path)`` of ``filename`` in ``checkpoint``, or a ValueError if it is absent."""
+    """``loader(path)`` of ``filename`` in ``checkpoint`` (or of ``older_name``, the name an
+    older release saved it under), or a ValueError if it is absent."""
     if not isinstance(checkpoint, Checkpoint):
         raise ValueError(
             f"get_model takes a Checkpoint, got {type(checkpoint).__name__}. "
@@ -460,6 +465,8 @@ def load_model_file(
         )
     with checkpoint.as_directory() as directory:
         path = os.path.join(directory, filename)
+        if older_name is not None and not os.path.exists(path):
+            path = os.path.join(directory, older_name)
         if not os.path.exists(path):
             present = sorted(os.listdir(directory))
             raise ValueError(

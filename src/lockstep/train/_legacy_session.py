@@ -3,11 +3,15 @@ which older material calls in functions run by ``Trainer(backend=...)``."""
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shutil
 from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._session import get_checkpoint, get_context, report
+from lockstep.train._session import _require, get_checkpoint, get_context, report
+
+_NUMBERED = re.compile(r"checkpoint_(\d{6})")
 
 
 def world_rank() -> int:
@@ -59,11 +63,23 @@ def save_checkpoint(**state: Any) -> None:
         >>> states
         [{'epoch': 1}, {'epoch': 1}]
     """
+    # Ray 1.x ranked checkpoints by a value of the saved state (CheckpointStrategy's
+    # checkpoint_score_attribute): the report carries it as the metric it is ranked by.
+    attribute = getattr(_require("save_checkpoint()"), "score_attribute", None)
+    metrics = {attribute: state[attribute]} if attribute in state else {}
     checkpoint = Checkpoint.from_dict(state)
     try:
-        report({}, checkpoint=checkpoint)
+        report(metrics, checkpoint=checkpoint, checkpoint_dir_name=_next_dir_name())
     finally:
         shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+
+def _next_dir_name() -> str:
+    """``checkpoint_000001``, ``checkpoint_000002``, ...: Ray 1.x numbered a run's saved
+    checkpoints from 1, continuing after the one the run resumed from."""
+    latest = get_checkpoint()
+    match = _NUMBERED.fullmatch(posixpath.basename(latest.path)) if latest is not None else None
+    return f"checkpoint_{int(match.group(1)) + 1 if match else 1:06d}"
 
 
 def load_checkpoint() -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ _PREDICTORS = (
     ("model.json", "lockstep.train.xgboost", "XGBoostPredictor"),
     ("model.txt", "lockstep.train.lightgbm", "LightGBMPredictor"),
     ("model.pkl", "lockstep.train.sklearn", "SklearnPredictor"),
-    ("model.pt", "lockstep.train.torch._checkpoint", "TorchPredictor"),
+    ("model.pt", "lockstep.train.torch._checkpoint", "MatrixTorchPredictor"),
 )
 
 

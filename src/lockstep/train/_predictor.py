@@ -22,6 +22,10 @@ PREDICTIONS = "predictions"
 P = TypeVar("P", bound="BoosterPredictor")
 
 
+class PredictorNotSerializableException(RuntimeError):
+    """A Predictor instance was pickled (sent to another process, say), as Ray forbids."""
+
+
 class Predictor(abc.ABC):
     """A model that predicts on batches, applying its preprocessor first.
 
@@ -78,9 +82,10 @@ class Predictor(abc.ABC):
         self._preprocessor = preprocessor
 
     def predict(self, data: Any, **kwargs: Any) -> Any:
-        """Predictions for ``data``: a pandas DataFrame, a dict of numpy arrays or a
-        ``pyarrow.Table``; the result is of the same kind, with a ``"predictions"`` column
-        (``"predictions_0"``, ... for several outputs per row).
+        """Predictions for ``data``: a pandas DataFrame, a ``pyarrow.Table``, a numpy array
+        or a dict of numpy arrays. A DataFrame or Table comes back with a ``"predictions"``
+        column (``"predictions_0"``, ... for several outputs per row); numpy input comes back
+        as numpy, as in Ray: one array for one output column, else a dict of arrays.
 
         Keyword arguments go to the framework's predict (``feature_columns`` selects the
         model's inputs).
@@ -90,14 +95,13 @@ class Predictor(abc.ABC):
             >>> from lockstep.train.xgboost import XGBoostPredictor
             >>> x = np.arange(20.0).reshape(10, 2)
             >>> booster = xgboost.train({}, xgboost.DMatrix(x, label=x[:, 0]), 10)
-            >>> out = XGBoostPredictor(booster).predict({"a": x[:, 0], "b": x[:, 1]})
-            >>> sorted(out), out["predictions"].shape
-            (['predictions'], (10,))
+            >>> XGBoostPredictor(booster).predict({"a": x[:, 0], "b": x[:, 1]}).shape
+            (10,)
         """
         frame = _as_pandas(data)
         if self._preprocessor is not None:
             frame = self._preprocessor.transform_batch(frame)
-        return _like(self._predict_pandas(frame, **kwargs), data)
+        return _like(self._predict_pandas(_unwrapped(frame), **kwargs), data)
 
     @abc.abstractmethod
     def _predict_pandas(self, data: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
@@ -105,6 +109,13 @@ class Predictor(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(preprocessor={self._preprocessor!r})"
+
+    def __reduce__(self) -> Any:
+        raise PredictorNotSerializableException(
+            f"a {type(self).__name__} cannot be pickled (it holds a loaded model). HINT: send "
+            f"the checkpoint and call {type(self).__name__}.from_checkpoint(checkpoint) where "
+            "it is used, or use BatchPredictor, which loads it once per process"
+        )
 
 
 class NamedFeaturesPredictor(Predictor):
@@ -241,6 +252,12 @@ class BatchPredictor:
         feature_columns: Sequence[str] | None = None,
         keep_columns: Sequence[str] | None = None,
         batch_size: int | None = 4096,
+        min_scoring_workers: int = 1,
+        max_scoring_workers: int | None = None,
+        num_cpus_per_worker: float | None = None,
+        num_gpus_per_worker: float | None = None,
+        separate_gpu_stage: bool = True,
+        ray_remote_args: dict[str, Any] | None = None,
         **predict_kwargs: Any,
     ) -> Any:
         """A Dataset of predictions for the rows of ``data``, one row per input row.
@@ -251,6 +268,11 @@ class BatchPredictor:
                 all by default.
             keep_columns: Columns of ``data`` to copy next to the predictions.
             batch_size: Rows per prediction call; None for whole blocks.
+            min_scoring_workers, max_scoring_workers, num_cpus_per_worker,
+                separate_gpu_stage, ray_remote_args: Ray's sizing of its scoring actors,
+                accepted: blocks are predicted where they are read.
+            num_gpus_per_worker: More than 0 loads the predictor with ``use_gpu=True``,
+                as Ray does.
             **predict_kwargs: Passed to the predictor's ``predict``.
 
         Example:
@@ -274,13 +296,16 @@ class BatchPredictor:
                 f"{type(data).__name__}. HINT: lockstep.data.from_pandas(df), or call "
                 "Predictor.predict(batch) for one batch"
             )
+        predictor_kwargs = dict(self.predictor_kwargs)
+        if num_gpus_per_worker:
+            predictor_kwargs.setdefault("use_gpu", True)
         # a callable class: map_batches builds it once per process, loading the model once
         predict_blocks: Any = _PredictBlocks
         return data.map_batches(
             predict_blocks,
             batch_format="pandas",
             batch_size=batch_size,
-            fn_constructor_args=(self.checkpoint, self.predictor_cls, self.predictor_kwargs),
+            fn_constructor_args=(self.checkpoint, self.predictor_cls, predictor_kwargs),
             fn_kwargs={
                 "feature_columns": feature_columns,
                 "keep_columns": keep_columns,
@@ -310,6 +335,13 @@ class _PredictBlocks:
     ) -> pd.DataFrame:
         features = batch[list(feature_columns)] if feature_columns else batch
         predictions: pd.DataFrame = self.predictor.predict(features, **predict_kwargs)
+        if len(predictions) != len(batch):  # a model may predict once per batch, say
+            if keep_columns:
+                raise ValueError(
+                    f"keep_columns needs a prediction per row, but the model gave "
+                    f"{len(predictions)} for {len(batch)} rows. HINT: leave keep_columns out"
+                )
+            return predictions.reset_index(drop=True)
         predictions.index = batch.index
         for column in keep_columns or ():
             predictions[column] = batch[column]
@@ -350,26 +382,62 @@ def select_features(data: pd.DataFrame, names: Sequence[str] | None, model: str)
 
 
 def _as_pandas(data: Any) -> pd.DataFrame:
+    import numpy as np
     import pandas as pd
 
     if isinstance(data, pd.DataFrame):
         return data
     if isinstance(data, dict):
         return pd.DataFrame(data)
+    if isinstance(data, np.ndarray):
+        return _positional_frame(data)
     if type(data).__name__ == "Table":
         from lockstep.data._convert import to_pandas
 
         frame: pd.DataFrame = to_pandas(data)
         return frame
     raise ValueError(
-        f"predict takes a pandas DataFrame, a dict of numpy arrays or a pyarrow Table, got "
-        f"{type(data).__name__}. HINT: pd.DataFrame(rows)"
+        f"predict takes a pandas DataFrame, a numpy array, a dict of numpy arrays or a "
+        f"pyarrow Table, got {type(data).__name__}. HINT: pd.DataFrame(rows)"
     )
 
 
+def _unwrapped(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame whose one column holds a 1-D array per row (``from_numpy`` of a 2-D array)
+    as the array itself, a column per feature, as Ray reads such a tensor column."""
+    import numpy as np
+
+    if len(frame.columns) != 1 or frame.empty or frame.dtypes.iloc[0].kind != "O":
+        return frame
+    rows = frame.iloc[:, 0].to_list()
+    if not all(isinstance(r, np.ndarray) and r.ndim == 1 for r in rows):
+        return frame
+    if len({len(r) for r in rows}) != 1:
+        return frame
+    return _positional_frame(np.stack(rows)).set_axis(frame.index)
+
+
+def _positional_frame(array: Any) -> pd.DataFrame:
+    """A numpy batch as a frame whose columns are the array's column numbers, as Ray reads
+    one: a 2-D array has a column per feature (``feature_columns=[0, 2]`` picks two), a
+    1-D array is one feature, and rows of higher rank stay whole in one column."""
+    import pandas as pd
+
+    if array.ndim == 2:
+        return pd.DataFrame(array)
+    if array.ndim <= 1:
+        return pd.DataFrame({0: array})
+    return pd.DataFrame({0: list(array)})
+
+
 def _like(predictions: pd.DataFrame, data: Any) -> Any:
-    """``predictions`` in the kind of batch ``data`` was."""
-    if isinstance(data, dict):
+    """``predictions`` in the kind of batch ``data`` was: numpy input (an array or a dict of
+    arrays) gives one array for one output column and a dict for several, as in Ray."""
+    import numpy as np
+
+    if isinstance(data, dict | np.ndarray):
+        if len(predictions.columns) == 1:
+            return predictions.iloc[:, 0].to_numpy()
         return {name: predictions[name].to_numpy() for name in predictions.columns}
     if type(data).__name__ == "Table":
         import pyarrow as pa

@@ -81,6 +81,10 @@ def report(
                 "train.report({**metrics, **more})"
             )
         metrics = legacy_metrics
+    if delete_local_checkpoint_after_upload is None and isinstance(checkpoint, Checkpoint):
+        # Checkpoint.from_dict() made its directory for this report alone (Ray AIR's dict
+        # checkpoints lived in memory): nothing else will remove it
+        delete_local_checkpoint_after_upload = checkpoint._data is not None or None
     _require("report()").report(
         metrics if metrics is not None else {},
         checkpoint,

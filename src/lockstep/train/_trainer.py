@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
-from lockstep._core.errors import RunNotFoundError, TrainingInterrupted
+from lockstep._core.errors import RunNotFoundError, TrainingInterrupted, UsageKeyError
 from lockstep._core.result import Result
 from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep._internal.backends.base import BackendConfig
@@ -25,15 +25,20 @@ from lockstep._internal.controller.failure_policy import FailurePolicy
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
+from lockstep._internal.execution import run
+from lockstep._internal.execution.environments.base import Launch
 from lockstep._internal.execution.messages import LocalFunction
 from lockstep._internal.execution.resolve import (
     capacity_probe,
+    default_storage_path,
+    is_cluster_member,
     make_worker_group,
     resolve_plan,
     start_early,
 )
 from lockstep._internal.execution.worker import session as _session
 from lockstep._internal.execution.worker_group.base import WorkerGroupSpec
+from lockstep._internal.execution.worker_group.cluster.driver import DriverSession
 
 _S = TypeVar("_S", bound="TrainerSpec")
 _T = TypeVar("_T", bound="DataParallelTrainer")
@@ -166,7 +171,8 @@ class DataParallelTrainer:
         metadata: JSON data available as ``get_context().get_metadata()``.
         preprocessor: A ``lockstep.data.preprocessors.Preprocessor``: fitted on the
             ``"train"`` dataset when fit() starts (unless fitted already), applied to every
-            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``).
+            dataset, and saved in every checkpoint (``Checkpoint.get_preprocessor()``);
+            without datasets, it is saved as it is.
 
     Example:
         >>> import tempfile
@@ -224,7 +230,8 @@ class DataParallelTrainer:
         self._spec = spec
         self._in_process = in_process
         self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
-        self.run_config = _named(spec.run_config or RunConfig())
+        self._plan = resolve_plan(self.scaling_config)
+        self.run_config = _named(spec.run_config or RunConfig(), self._plan.launch)
         _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = spec.backend_config
         self.datasets = dict(spec.datasets or {})
@@ -233,7 +240,6 @@ class DataParallelTrainer:
         self.resume_from_checkpoint = spec.resume_from_checkpoint
         self.metadata = _check_metadata(spec.metadata)
         self.preprocessor = _check_preprocessor(spec.preprocessor, self.datasets)
-        self._plan = resolve_plan(self.scaling_config)
         _check_storage_shared(self.run_config, self._plan.executor)
         _check_ray_datasets(self.datasets, self._plan.executor)
         self._plan.backend_for(spec.backend(self.scaling_config))  # gloo or NCCL fits
@@ -273,7 +279,11 @@ class DataParallelTrainer:
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
             self._spec = replace(self._spec, preprocessor=preprocessor)
-        return self._controller().run()
+        return run.fit(
+            self._plan,
+            lambda: _storage_root(self.run_config),
+            lambda session: self._controller(session=session),
+        )
 
     def _run_trial(self, trial: TrialRun) -> TrialOutcome:
         """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
@@ -288,8 +298,11 @@ class DataParallelTrainer:
             raise
         return TrialOutcome("done", result)
 
-    def _controller(self, trial: TrialRun | None = None) -> TrainController:
-        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``)."""
+    def _controller(
+        self, trial: TrialRun | None = None, session: DriverSession | None = None
+    ) -> TrainController:
+        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``; of
+        a cluster run, on the launched processes of ``session``)."""
         setup = self._worker_setup()
         takes_config = _check_train_function(setup.train_loop, setup.config)
         train_fn: bytes | LocalFunction
@@ -298,13 +311,15 @@ class DataParallelTrainer:
         else:
             train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
         start_early(self._plan)  # before the storage is opened: see fork_safety
-        run_dir = _open_run_dir(self.run_config)
+        run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
             # The arguments, then the run state (which RunRecord.open saves): from here on
             # the run can be restored, whenever the driver dies. (A Tune function trial's
             # is restored by its Tuner.)
             run_dir.write_atomic(storage.TRAINER_FILE, self._pickle_for_restore())
-        record = RunRecord.open(run_dir, self.run_config.checkpoint_config)
+        record = RunRecord.open(
+            run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
+        )
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
@@ -320,7 +335,7 @@ class DataParallelTrainer:
         if trial is not None:
             spec = replace(spec, trial=trial.context_fields())
         return TrainController(
-            make_worker_group=lambda: make_worker_group(self._plan),
+            make_worker_group=lambda: make_worker_group(self._plan, session),
             spec=spec,
             record=record,
             failure_policy=FailurePolicy(self.run_config.failure_config),
@@ -414,11 +429,24 @@ class DataParallelTrainer:
                 "directory). HINT: pass them again: restore(path, datasets={...})"
             )
         kwargs.update(overrides)
-        RunRecord.sweep(run_dir)
+        if not is_cluster_member():  # the driver sweeps: it may be running already
+            RunRecord.sweep(run_dir)
         parent, name = _split_run_path(run_dir)
         run_config = kwargs.get("run_config") or RunConfig()
         kwargs["run_config"] = replace(run_config, name=name, storage_path=parent)
         return cls._from_spec(cls.Spec.of(**kwargs))
+
+    def as_trainable(self) -> DataParallelTrainer:
+        """This trainer as Tune's trainable (Ray's name): ``Tuner`` and ``tune.run`` take it
+        as they take the trainer, each trial's config overriding its arguments.
+
+        Example:
+            >>> from lockstep.train import DataParallelTrainer
+            >>> trainer = DataParallelTrainer(lambda: None)
+            >>> trainer.as_trainable() is trainer
+            True
+        """
+        return self
 
     @classmethod
     def can_restore(cls, path: str | os.PathLike[str]) -> bool:
@@ -433,7 +461,8 @@ class DataParallelTrainer:
             return self.datasets
         from lockstep.data.preprocessors import FitStatus
 
-        if self.preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED):
+        unfitted = (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
+        if "train" in self.datasets and self.preprocessor.fit_status() in unfitted:
             self.preprocessor.fit(self.datasets["train"])
         return {name: self.preprocessor.transform(ds) for name, ds in self.datasets.items()}
 
@@ -450,7 +479,8 @@ class DataParallelTrainer:
             # (an elastic run splits them once it knows its size)
             shards = self._shards(datasets, num_workers)
         backend = self._plan.backend_for(backend_config).make_backend()
-        _check_backend_picklable(backend)
+        if not self._in_process:  # handed to an inline worker as it is
+            _check_backend_picklable(backend)
         return WorkerGroupSpec(
             num_workers=num_workers,
             experiment_name=self.run_config.name or "",
@@ -612,8 +642,9 @@ def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
             f"{type(preprocessor).__name__}. HINT: preprocessor=StandardScaler(columns=[...])"
         )
     needs_fit = preprocessor.fit_status() in (FitStatus.NOT_FITTED, FitStatus.PARTIALLY_FITTED)
-    if needs_fit and "train" not in datasets:
-        raise ValueError(
+    # Without datasets there is nothing to fit on: it is saved unfitted, as in Ray AIR.
+    if needs_fit and datasets and "train" not in datasets:
+        raise UsageKeyError(  # a KeyError, as in Ray
             f"the preprocessor is fitted on datasets['train'], but the datasets given are "
             f"{sorted(datasets)}. HINT: pass datasets={{'train': ds, ...}}, or a fitted "
             "preprocessor"
@@ -670,12 +701,17 @@ def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         ) from exc
 
 
-def _named(run_config: RunConfig) -> RunConfig:
-    """Fill in the run's name and resolve its storage path, once, at construction."""
+def _named(run_config: RunConfig, launch: Launch | None = None) -> RunConfig:
+    """Fill in the run's name and resolve its storage path, once, at construction. In a
+    job (SLURM's, SageMaker's, ...) the default name is the job's, so that a requeued or
+    restarted job continues its run; SageMaker's default storage is its checkpoint
+    directory, which a later job with the same checkpoint location starts with."""
     name = run_config.name or (
-        f"lockstep_run-{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}-{secrets.token_hex(2)}"
+        f"lockstep_run-{launch.job_id}"
+        if launch is not None and launch.job_id
+        else f"lockstep_run-{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}-{secrets.token_hex(2)}"
     )
-    raw = run_config.storage_path or flags.DEFAULT_STORAGE_PATH.get()
+    raw = run_config.storage_path or default_storage_path(launch)
     if run_config.storage_filesystem is not None or "?" in os.fspath(raw):
         # a path on the user's filesystem, or a URI whose query options must be kept
         return replace(run_config, name=name, storage_path=raw)
@@ -698,18 +734,32 @@ def _check_storage_shared(run_config: RunConfig, executor: str) -> None:
         )
 
 
-def _open_run_dir(run_config: RunConfig) -> storage.StorageDir:
-    """The run directory, created and proven writable before any worker starts."""
-    assert run_config.name is not None and run_config.storage_path is not None
+def _storage_root(run_config: RunConfig) -> storage.StorageDir:
+    """The directory that holds the runs: ``storage_path``, on its filesystem."""
+    assert run_config.storage_path is not None
     if run_config.storage_filesystem is not None:
         fs = pyarrow_fs.to_fsspec(run_config.storage_filesystem)
-        root = storage.StorageDir.of(fs, os.fspath(run_config.storage_path))
-    else:
-        root = storage.StorageDir.from_uri(run_config.storage_path)
+        return storage.StorageDir.of(fs, os.fspath(run_config.storage_path))
+    return storage.StorageDir.from_uri(run_config.storage_path)
+
+
+def _open_run_dir(run_config: RunConfig, *, inline_trial: bool = False) -> storage.StorageDir:
+    """The run directory, created and proven writable before any worker starts.
+
+    A Tune function trial's (``inline_trial``) is not marked (its worker is a thread of
+    the driver: it sees what the driver sees), and its files are not fsync'd one by one:
+    they are as safe from a killed driver, and reach the disk when the Tuner syncs the
+    experiment's filesystem before each snapshot of its state; a checkpoint commit is
+    fsync'd still. So a trial costs no disk flush (see ``StorageDir.fsync_writes``)."""
+    assert run_config.name is not None
+    root = _storage_root(run_config)
     run_dir = root.child(run_config.name)
+    if inline_trial:
+        run_dir = run_dir.without_fsync()
     try:
         run_dir.makedirs()
-        run_dir.write_atomic(storage.MARKER_FILE, b"")
+        if not inline_trial:
+            run_dir.write_atomic(storage.MARKER_FILE, b"")
     except OSError as exc:
         raise ValueError(
             f"storage_path {root.uri!r} is not writable ({type(exc).__name__}: {exc}). "

@@ -26,6 +26,7 @@ class ResourcePool:
         self.total = dict(total)
         self.used = {k: 0.0 for k in total}
         self._warned = False
+        self._warned_cap = False
 
     def check(self, request: dict[str, float], what: str) -> None:
         """Raise if ``request`` needs more GPUs than there are; warn (once) if it needs
@@ -48,6 +49,30 @@ class ResourcePool:
                 stacklevel=2,
             )
 
+    def check_concurrency(self, request: dict[str, float], max_concurrent: int | None) -> None:
+        """Warn (once) when fewer than ``max_concurrent`` trials asking for ``request`` fit
+        at once: the CPUs and GPUs cap them first, as a Ray cluster's resources do (a
+        trial asks for 1 CPU by default)."""
+        fit = self.how_many_fit(request)
+        if max_concurrent is None or fit >= max_concurrent or self._warned_cap:
+            return
+        self._warned_cap = True
+        cpus = self.total.get("CPU", 0)
+        warnings.warn(
+            f"max_concurrent_trials={max_concurrent}, but only {fit} trials asking for "
+            f"{_resources_text(request)} fit at once on {cpus:g} CPUs and "
+            f"{self.total.get('GPU', 0):g} GPUs: the others wait for them, as on a Ray "
+            "cluster. HINT: trials that mostly wait (sleep, I/O, a remote service) can ask "
+            f"for a part of a CPU: tune.with_resources(trainable, {{'cpu': "
+            f"{cpus / max_concurrent:.3g}}})",
+            stacklevel=2,
+        )
+
+    def how_many_fit(self, request: dict[str, float]) -> int:
+        """How many trials asking for ``request`` fit on the whole pool at once."""
+        counts = [int((self.total.get(k, 0) + 1e-9) // v) for k, v in request.items() if v > 1e-9]
+        return max(1, min(counts)) if counts else 2**31
+
     def fits(self, request: dict[str, float]) -> bool:
         if request.get("CPU", 0) > self.total["CPU"] + 1e-9:
             return all(v <= 1e-9 for v in self.used.values())  # alone on the machine
@@ -62,3 +87,7 @@ class ResourcePool:
     def release(self, request: dict[str, float]) -> None:
         for key, amount in request.items():
             self.used[key] = max(0.0, self.used.get(key, 0) - amount)
+
+
+def _resources_text(request: dict[str, float]) -> str:
+    return " and ".join(f"{v:g} {k}" for k, v in request.items() if v > 1e-9) or "nothing"

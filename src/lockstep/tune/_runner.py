@@ -11,12 +11,12 @@ record is the one writer there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import queue
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from lockstep._core import storage
 from lockstep._core.callback import Callback, Trial
@@ -34,6 +34,7 @@ from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool
 from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
 from lockstep.tune._stopper import Stopper
+from lockstep.tune._threads import TrialThreads
 from lockstep.tune._trainable import run_trial, trial_run_config
 from lockstep.tune._trial import (
     ERROR,
@@ -43,6 +44,7 @@ from lockstep.tune._trial import (
     TERMINATED,
     TuneTrial,
 )
+from lockstep.tune._waiting import WaitingTrials
 from lockstep.tune.schedulers._base import Exploit, TrialScheduler
 from lockstep.tune.search._searcher import Searcher
 
@@ -123,12 +125,19 @@ class TrialRunner:
         self.trials = trials
         self._num_created = num_created
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._threads: dict[str, threading.Thread] = {}
+        self._running: set[str] = set()  # the trials whose runs are under way
+        self._trial_threads = TrialThreads()
         self._iteration = 0
         self._started = time.monotonic()
         self._throttle = SaveThrottle()
         self._stop_all = False
         self._journal = Journal(setup.experiment_dir)
+        self._synced_lines = self._journal.num_lines  # on the disk when the state was saved
+        self._waiting = WaitingTrials(trials)
+        self._self_limiting = _self_limiting(setup.searcher)
+        # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
+        # per event would cost every trial once per event).
+        self._shown = cast("list[Trial]", trials)
         self.search_finished = False
 
     # -- the loop ---------------------------------------------------------------------------
@@ -145,20 +154,22 @@ class TrialRunner:
             try:
                 self._shutdown()  # a second Ctrl-C here still leaves the state saved
             finally:
+                self._trial_threads.close(wait=not self._running)
+                self._journal.close()
                 self.save(status="finished" if completed else "interrupted")
                 self._s.table.stop(self.trials, "done" if completed else "interrupted")
             if completed:
                 for callback in self._s.callbacks:
-                    callback.on_experiment_end(trials=list(self.trials))
+                    callback.on_experiment_end(trials=self._shown)
 
     def _loop(self) -> None:
         while True:
             # An exception in a callback's hook ends the experiment, restorable (Ray's).
             for callback in self._s.callbacks:
-                callback.on_step_begin(self._iteration, list(self.trials))
+                callback.on_step_begin(self._iteration, self._shown)
             self._check_budget()
             self._start_trials()
-            if not self._threads and self._nothing_left():
+            if not self._running and self._nothing_left():
                 return
             self._handle(self._events.get())
             while True:  # whatever else arrived meanwhile, before starting new trials
@@ -169,17 +180,17 @@ class TrialRunner:
             if self._throttle.due():
                 self.save(status="running")
             for callback in self._s.callbacks:
-                callback.on_step_end(self._iteration, list(self.trials))
+                callback.on_step_end(self._iteration, self._shown)
 
     def _nothing_left(self) -> bool:
-        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
         if self._stop_all:
             return True
+        waiting = self._waiting.ordered()
         if waiting:
             # paused trials nobody will resume (their scheduler is done with them) end here
             runnable = self._s.scheduler.choose_trial_to_run(self, waiting)
             if runnable is None and not self._searching():
-                for trial in waiting:
+                for trial in list(waiting):
                     self._finish(trial, TERMINATED)
                 return True
             return False
@@ -190,13 +201,15 @@ class TrialRunner:
             return False
         limit = self._s.num_samples
         capped = limit > 0 and self._num_created >= limit
-        if (capped and not _self_limiting(self._s.searcher)) or self._s.searcher.is_finished():
+        if (capped and not self._self_limiting) or self._s.searcher.is_finished():
             self.search_finished = True
         return not self.search_finished
 
     def _check_budget(self) -> None:
         budget = self._s.time_budget_s
         over = budget is not None and time.monotonic() - self._started > budget
+        if self._stop_all:
+            return  # every trial was told once
         if over or (self._s.stopper is not None and self._s.stopper.stop_all()):
             self._stop_all = True
             self.search_finished = True
@@ -206,14 +219,14 @@ class TrialRunner:
     # -- starting trials --------------------------------------------------------------------
 
     def _start_trials(self) -> None:
-        while not self._stop_all and len(self._threads) < self._s.max_concurrent:
+        while not self._stop_all and len(self._running) < self._s.max_concurrent:
             trial = self._next_trial()
             if trial is None or not self._s.pool.fits(trial.resources):
                 return
             self._launch(trial)
 
     def _next_trial(self) -> TuneTrial | None:
-        waiting = [t for t in self.trials if t.status in (PENDING, PAUSED)]
+        waiting = self._waiting.ordered()
         chosen = self._s.scheduler.choose_trial_to_run(self, waiting) if waiting else None
         if chosen is not None:
             return chosen  # type: ignore[no-any-return]
@@ -230,6 +243,7 @@ class TrialRunner:
         trial.search_key = trial_id  # type: ignore[attr-defined]
         self._num_created += 1
         self.trials.append(trial)
+        self._waiting.add(trial)
         self._journal.created(trial)
         self._searching()  # the last trial's results are judged knowing it is the last
         self._s.scheduler.on_trial_add(self, trial)
@@ -237,7 +251,7 @@ class TrialRunner:
 
     def _launch(self, trial: TuneTrial) -> None:
         self._s.pool.acquire(trial.resources)
-        trial.status = RUNNING
+        self._waiting.set_status(trial, RUNNING)
         trial.stop_requested = False
         trial.run_dir.makedirs()
         run = TrialRun(
@@ -250,19 +264,13 @@ class TrialRunner:
         )
         restored = trial.restore_checkpoint is not None or trial.checkpoint is not None
         trial.restore_checkpoint, trial.restore_metrics = None, {}
-        thread = threading.Thread(
-            target=self._run_trial,
-            args=(trial, run),
-            name=f"lockstep-trial-{trial.trial_id}",
-            daemon=True,
-        )
-        self._threads[trial.trial_id] = thread
+        self._running.add(trial.trial_id)
         for callback in self._s.callbacks:
-            callback.on_trial_start(self._iteration, list(self.trials), trial)
+            callback.on_trial_start(self._iteration, self._shown, trial)
             if restored:
-                callback.on_trial_restore(self._iteration, list(self.trials), trial)
+                callback.on_trial_restore(self._iteration, self._shown, trial)
         self._s.table.update(trial)
-        thread.start()
+        self._trial_threads.run(functools.partial(self._run_trial, trial, run))
 
     # -- in the trial's thread ------------------------------------------------------------
 
@@ -295,7 +303,7 @@ class TrialRunner:
             event.reply.put(_directive(decision))
         elif isinstance(event, _Recovering):
             for callback in self._s.callbacks:
-                callback.on_trial_recover(self._iteration, list(self.trials), event.trial)
+                callback.on_trial_recover(self._iteration, self._shown, event.trial)
         else:
             self._on_ended(event)
 
@@ -303,7 +311,7 @@ class TrialRunner:
         trial, result = event.trial, event.result
         trial.last_result = result
         trial.results.append(result)
-        trials: list[Trial] = list(self.trials)
+        trials = self._shown
         if event.checkpoint is not None:
             trial.checkpoint = event.checkpoint
             for callback in self._s.callbacks:
@@ -334,9 +342,7 @@ class TrialRunner:
 
     def _on_ended(self, event: _Ended) -> None:
         trial = event.trial
-        thread = self._threads.pop(trial.trial_id, None)
-        if thread is not None:
-            thread.join()
+        self._running.discard(trial.trial_id)
         self._s.pool.release(trial.resources)
         if event.outcome == "paused":
             self._paused(trial)
@@ -356,7 +362,7 @@ class TrialRunner:
             trial.config = dict(exploit.config)
             trial.restore_checkpoint = exploit.donor.checkpoint
             trial.restore_metrics = user_metrics(exploit.donor.last_result)
-        trial.status = PAUSED if exploit is None else PENDING
+        self._waiting.set_status(trial, PAUSED if exploit is None else PENDING)
         self._s.table.update(trial)
 
     def _errored(self, trial: TuneTrial, event: _Ended) -> None:
@@ -365,16 +371,16 @@ class TrialRunner:
         trial.num_failures += 1
         trial.error = event.error
         trial.error_text = event.traceback
-        trial.status = ERROR
+        self._waiting.set_status(trial, ERROR)
         self._journal.ended(trial)
         self._s.scheduler.on_trial_error(self, trial)
         self._s.searcher.on_trial_complete(_key(trial), None, error=True)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
-            callback.on_trial_error(self._iteration, list(self.trials), trial)
+            callback.on_trial_error(self._iteration, self._shown, trial)
 
     def _finish(self, trial: TuneTrial, status: str) -> None:
-        trial.status = status
+        self._waiting.set_status(trial, status)
         trial.error = None
         self._journal.ended(trial)
         # The search and the scheduler learn first: a callback that raises must not leave
@@ -383,7 +389,7 @@ class TrialRunner:
         self._s.searcher.on_trial_complete(_key(trial), trial.last_result)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
-            callback.on_trial_complete(self._iteration, list(self.trials), trial)
+            callback.on_trial_complete(self._iteration, self._shown, trial)
 
     def stop_trial(self, trial: TuneTrial) -> None:
         """Stop ``trial``: at its next report if it runs, at once if it waits."""
@@ -395,10 +401,10 @@ class TrialRunner:
     # -- the end ----------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        """Stop every running trial at its next report and wait for its thread."""
+        """Stop every running trial at its next report and wait for its run to end."""
         for trial in self.trials:
             trial.stop_requested = True
-        while self._threads:
+        while self._running:
             event = self._events.get()
             if isinstance(event, _Recovering):
                 continue
@@ -409,17 +415,15 @@ class TrialRunner:
                 if event.checkpoint is not None:
                     event.trial.checkpoint = event.checkpoint
             else:
-                thread = self._threads.pop(event.trial.trial_id, None)
-                if thread is not None:
-                    thread.join()
+                self._running.discard(event.trial.trial_id)
                 self._s.pool.release(event.trial.resources)
                 if event.outcome == "error":
-                    event.trial.status = ERROR
+                    self._waiting.set_status(event.trial, ERROR)
                     event.trial.error = event.error
                     event.trial.error_text = event.traceback
                     self._journal.ended(event.trial)
                 elif event.outcome == "done":  # it finished on its own meanwhile
-                    event.trial.status = TERMINATED
+                    self._waiting.set_status(event.trial, TERMINATED)
                     self._journal.ended(event.trial)
                 # a trial paused here stays unfinished: restore runs it on
 
@@ -429,6 +433,12 @@ class TrialRunner:
         inner = getattr(searcher, "searcher", searcher)
         if hasattr(inner, "save_to_sqlite") and status != "running":
             inner.save_to_sqlite(self._s.experiment_dir.join(STUDY_FILE))
+        if self._journal.num_lines != self._synced_lines:
+            # The journal lines this snapshot counts, and the files of the trials they
+            # created and ended, reach the disk first, all at once (a function trial's run
+            # writes its files without a flush of its own).
+            self._s.experiment_dir.sync_all()
+            self._synced_lines = self._journal.num_lines
         write_state(
             self._s.experiment_dir,
             {

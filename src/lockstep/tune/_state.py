@@ -9,6 +9,7 @@ people to read.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -22,23 +23,30 @@ STATE_VERSION = 1
 
 
 def write_state(exp_dir: storage.StorageDir, state: dict[str, Any]) -> None:
-    data = pickling.dumps({**state, "version": STATE_VERSION}, "the experiment state")
+    data = pickling.dumps_plain({**state, "version": STATE_VERSION}, "the experiment state")
     exp_dir.write_atomic(STATE_FILE, data)
-    summary = {
-        "status": state["status"],
-        "time": time.time(),
-        "trials": [
+    # The same for people to read: replaced whole, not flushed (the pickle is the state).
+    exp_dir.write_atomic(STATE_JSON, _summary(state["status"], state["trials"]), fsync=False)
+
+
+def _summary(status: str, trials: list[Any]) -> bytes:
+    """experiment_state.json: one line per trial (json's C encoder; with ``indent`` json
+    encodes in Python, ten times slower, and the state is written again and again)."""
+    rows = ",\n".join(
+        json.dumps(
             {
                 "trial_id": t.trial_id,
                 "status": t.status,
                 "dirname": t.dirname,
                 "last_result": t.last_result,
                 "error": t.error_text,
-            }
-            for t in state["trials"]
-        ],
-    }
-    exp_dir.write_atomic(STATE_JSON, json.dumps(summary, default=str, indent=1).encode())
+            },
+            default=str,
+        )
+        for t in trials
+    )
+    head = json.dumps({"status": status, "time": time.time()})
+    return f'{head[:-1]}, "trials": [\n{rows}\n]}}\n'.encode()
 
 
 def read_state(exp_dir: storage.StorageDir) -> dict[str, Any]:
@@ -56,7 +64,8 @@ def has_state(exp_dir: storage.StorageDir) -> bool:
 
 class SaveThrottle:
     """Saves at most every ``interval`` seconds, the interval growing with the save's cost,
-    so that saving never takes more than a small part of the experiment's time."""
+    so that saving takes at most about 2% of the experiment's time (a state of 10,000
+    trials takes a fraction of a second to write; the journal keeps what came after it)."""
 
     def __init__(self, minimum: float = 0.5) -> None:
         self._minimum = minimum
@@ -68,7 +77,7 @@ class SaveThrottle:
 
     def done(self, took: float) -> None:
         self._last = time.monotonic()
-        self._interval = max(self._minimum, 20 * took)
+        self._interval = max(self._minimum, 50 * took)
 
 
 JOURNAL_FILE = "trial_events.jsonl"
@@ -85,19 +94,31 @@ class Journal:
     def __init__(self, exp_dir: storage.StorageDir) -> None:
         self._exp_dir = exp_dir
         self.num_lines = len(read_journal(exp_dir))
+        self._fd: int | None = None  # open while the experiment runs: one write a line
 
     def created(self, trial: Any) -> None:
         import base64
 
-        blob = base64.b64encode(pickling.dumps(trial, "the trial")).decode("ascii")
+        blob = base64.b64encode(pickling.dumps_plain(trial, "the trial")).decode("ascii")
         self._append({"event": "created", "trial_id": trial.trial_id, "trial": blob})
 
     def ended(self, trial: Any) -> None:
         self._append({"event": "ended", "trial_id": trial.trial_id, "status": trial.status})
 
     def _append(self, record: dict[str, Any]) -> None:
-        self._exp_dir.append_text(JOURNAL_FILE, json.dumps(record) + "\n")
+        line = json.dumps(record) + "\n"
+        if not isinstance(self._exp_dir, storage.LocalDir):
+            self._exp_dir.append_text(JOURNAL_FILE, line)
+        else:
+            if self._fd is None:
+                self._fd = storage.open_append(self._exp_dir.join(JOURNAL_FILE))
+            storage.write_all(self._fd, line.encode())  # in the kernel's hands: a kill loses none
         self.num_lines += 1
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def read_journal(exp_dir: storage.StorageDir) -> list[dict[str, Any]]:

@@ -304,6 +304,7 @@ class Tuner:
         resources = trial_resources(self._trainable, config)
         name = trainable_name(self._trainable)
         pool.check(resources, f"trial {index} of {name}")
+        pool.check_concurrency(resources, self._tune_config.max_concurrent_trials)
         trial_id = f"{self._run_id}_{index:05d}"
         experiment_tag = f"{index}_{tag(config, self._param_space)}".rstrip("_")
         trial = TuneTrial(

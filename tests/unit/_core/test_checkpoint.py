@@ -58,7 +58,7 @@ def test_pickle_and_equality(local_dir):
     checkpoint = Checkpoint.from_directory(local_dir)
     copy = pickle.loads(pickle.dumps(checkpoint))
     assert copy == checkpoint and hash(copy) == hash(checkpoint)
-    assert repr(copy) == f"Checkpoint({str(local_dir)!r})"
+    assert repr(copy) == f"Checkpoint(filesystem=local, path={local_dir})"  # Ray's form
 
 
 def test_remote_checkpoint_downloads_and_cleans_up(local_dir):

@@ -47,3 +47,26 @@ def test_picklable_round_trip():
     import cloudpickle
 
     assert cloudpickle.loads(pickling.dumps({"a": [1, 2]}, "x")) == {"a": [1, 2]}
+
+
+def module_level(x):
+    return x + 1
+
+
+def test_plain_pickling_where_it_means_what_cloudpickle_means(monkeypatch):
+    import pickle
+    import sys
+
+    fast = pickling.dumps_plain({"fn": module_level, "data": [1.5, "a"]}, "state")
+    assert pickle.loads(fast)["fn"] is module_level  # by reference: an importable module
+    assert pickle.loads(pickling.dumps_plain(lambda: 7, "fn"))() == 7  # no name: by value
+
+    # What __main__ defines is not in another process's __main__: it goes by value.
+    def helper():
+        return "by value"
+
+    helper.__module__, helper.__qualname__ = "__main__", "helper"
+    monkeypatch.setattr(sys.modules["__main__"], "helper", helper, raising=False)
+    data = pickling.dumps_plain({"fn": helper}, "state")
+    monkeypatch.delattr(sys.modules["__main__"], "helper")
+    assert pickle.loads(data)["fn"]() == "by value"

@@ -133,7 +133,11 @@ def test_json_and_csv_loggers_leave_a_train_runs_own_record_alone(tmp_path):
         logger.on_trial_start(0, [trial], trial)
         logger.on_trial_result(1, [trial], trial, {"loss": 1.0, "training_iteration": 1})
         logger.on_trial_complete(1, [trial], trial)
-    assert list(tmp_path.iterdir()) == []
+    # the run writes result.json and progress.csv; the JSON logger writes Ray Train 1.x's
+    # results.json beside them, a list with rank 0's results of each report
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    (logged,) = json.loads((tmp_path / "results.json").read_text())
+    assert logged["loss"] == 1.0 and logged["_training_iteration"] == 1
 
 
 def test_logger_callback_routes_hooks_to_log_methods():

@@ -36,8 +36,11 @@ def frame():
 def test_every_batch_format_comes_back_as_it_went(frame):
     predictor = Sum()
     assert predictor.predict(frame)["predictions"].tolist() == [11.0, 22.0, 33.0]
+    # numpy in, numpy out, as Ray gives it: one array for one output column
     as_numpy = predictor.predict({"a": frame["a"].to_numpy(), "b": frame["b"].to_numpy()})
-    assert isinstance(as_numpy["predictions"], np.ndarray)
+    assert isinstance(as_numpy, np.ndarray) and as_numpy.tolist() == [11.0, 22.0, 33.0]
+    as_array = predictor.predict(frame.to_numpy())
+    assert isinstance(as_array, np.ndarray) and as_array.tolist() == [11.0, 22.0, 33.0]
     as_arrow = predictor.predict(pa.Table.from_pandas(frame))
     assert as_arrow.column("predictions").to_pylist() == [11.0, 22.0, 33.0]
     with pytest.raises(ValueError, match="takes a pandas DataFrame"):

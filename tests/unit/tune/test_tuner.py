@@ -665,7 +665,7 @@ def test_tune_run_resumes_an_experiment_of_the_same_name(tmp_path):
     analysis = tune.run(
         objective, config=space, storage_path=str(tmp_path), name="again", verbose=0, resume=True
     )
-    assert ran == [1, 2] and len(analysis.trials) == 2  # the finished trials ran once
+    assert sorted(ran) == [1, 2] and len(analysis.trials) == 2  # the finished ones ran once
 
 
 def test_a_tuner_given_no_run_config_uses_the_trainers(tmp_path):
@@ -701,3 +701,21 @@ def test_the_last_hyperband_bracket_is_halved_though_it_is_not_full(tmp_path):
     )
     iterations = {r.config["acc"]: r.metrics["training_iteration"] for r in results}
     assert iterations[0.9] > iterations[0.8] > 1
+
+
+def test_tune_run_takes_a_trainer_as_its_trainable(tmp_path):
+    def step(config):
+        train.report({"lr": config["lr"]})
+
+    trainer = DataParallelTrainer(
+        step, train_loop_config={"lr": 0.0}, scaling_config=ScalingConfig(num_workers=0)
+    )
+    analysis = tune.run(
+        trainer.as_trainable(),
+        config={"train_loop_config": {"lr": tune.grid_search([0.1, 0.3])}},
+        metric="lr",
+        mode="max",
+        storage_path=str(tmp_path),
+        verbose=0,
+    )
+    assert analysis.best_config == {"train_loop_config": {"lr": 0.3}}

@@ -28,12 +28,14 @@ from lockstep._core.errors import UsageError
 from lockstep._internal.backends.base import Backend, BackendConfig, check_timeout_s
 
 BACKENDS = ("gloo", "nccl")
+ACCELERATE_DEVICE = "ACCELERATE_TORCH_DEVICE"
 
 
 class TorchBackend(Backend):
     """Sets up ``torch.distributed`` in each worker and tears it down after."""
 
     config: TorchConfig
+    _accelerate_device: str | None = None  # what on_worker_start set, for shutdown
 
     def __init__(self, config: TorchConfig) -> None:
         super().__init__(config)
@@ -75,6 +77,10 @@ class TorchBackend(Backend):
                 world_size=context.world_size,
                 timeout=timeout,
             )
+        if ACCELERATE_DEVICE not in os.environ:
+            # Hugging Face Accelerate's device, as Ray sets it: the one get_device() gives.
+            device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+            os.environ[ACCELERATE_DEVICE] = self._accelerate_device = str(device)
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         import torch.distributed as dist
@@ -82,6 +88,11 @@ class TorchBackend(Backend):
         if dist.is_initialized():
             dist.destroy_process_group()
         self._store = None
+        if self._accelerate_device is not None:  # a worker in the driver's process
+            value = os.environ.pop(ACCELERATE_DEVICE, None)
+            if value not in (None, self._accelerate_device):
+                os.environ[ACCELERATE_DEVICE] = value  # the user's own, set since
+            self._accelerate_device = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ snapshot and is the only caller of these methods outside tests.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -178,7 +179,7 @@ class CheckpointManager:
         old = self.state.record(name)
         if old is not None:
             self.state.checkpoints.remove(old)
-            self.save()
+            self.save(commit=True)
         if self.run_dir.exists(name):
             self.run_dir.remove(name)
 
@@ -203,7 +204,7 @@ class CheckpointManager:
         self.state.checkpoints = kept
         # Save the snapshot before deleting old checkpoints: if deletion happens first and
         # the process crashes, the snapshot may point to checkpoints that are gone.
-        self.save()
+        self.save(commit=True)
         for old in evicted:
             self._remove_after_commit(old.dir_name)
 
@@ -223,9 +224,10 @@ class CheckpointManager:
             self._run_dir.merge_into(f"{staged}/{rank_dir}", base)
         return base
 
-    def save(self) -> None:
-        """Write the snapshot atomically."""
-        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json())
+    def save(self, *, commit: bool = False) -> None:
+        """Write the snapshot atomically; on the disk before this returns when it commits
+        a checkpoint (or an eviction), else as the run directory's writes are."""
+        self._run_dir.write_atomic(storage.STATE_FILE, self.state.to_json(), fsync=commit or None)
 
     def remove_uncommitted(self) -> list[str]:
         """Delete staging leftovers and checkpoint directories the snapshot does not list;
@@ -248,8 +250,16 @@ class CheckpointManager:
         if attribute is None:
             return sorted(records, key=lambda r: r.index)
         sign = 1 if self._config.checkpoint_score_order == "max" else -1
-        # Best last, as Ray orders them; among equal scores the newer ranks higher.
-        return sorted(records, key=lambda r: (sign * r.metrics[attribute], r.index))
+
+        def rank(record: CheckpointRecord) -> tuple[bool, float, int]:
+            # Best last, as Ray orders them: a NaN score below every number, and among
+            # equal scores the newer higher.
+            score = record.metrics[attribute]
+            if math.isnan(score):
+                return (False, 0.0, record.index)
+            return (True, sign * score, record.index)
+
+        return sorted(records, key=rank)
 
     def _retain(
         self, ordered: list[CheckpointRecord], *, latest: CheckpointRecord

@@ -22,17 +22,7 @@ from typing import Any
 from lockstep._core import flags, storage
 from lockstep._core.mappings import flatten_dict
 from lockstep._core.result import parse_result_lines, read_results
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """``data`` appended to ``fd``: one system call, unless the disk is nearly full."""
-    while data:
-        data = data[os.write(fd, data) :]
-
-
-def open_append(path: str) -> int:
-    """``path`` opened for appending: every write lands at the end, whole."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+from lockstep._core.storage import open_append, write_all
 
 
 class _CsvLine:
@@ -107,7 +97,7 @@ class RunLog:
             return
         flat = flatten_dict(row)
         if self._csv is None or not self._known.issuperset(flat):
-            self._rewrite_local()
+            self._rewrite_local(sync=sync)
             return
         assert self._json is not None
         write_all(self._json, line.encode())
@@ -130,27 +120,46 @@ class RunLog:
             self._journal.clear()
 
     def close(self) -> None:
-        """Upload what the journal holds, or put the rows on disk (a run's end)."""
+        """Upload what the journal holds, or put the rows on disk (a run's end; where the
+        run directory's writes are not fsync'd, its owner puts them on disk later)."""
         self.flush()
-        self.sync()
+        if self._run_dir.fsync_writes:
+            self.sync()
         for fd in (self._json, self._csv):
             if fd is not None:
                 os.close(fd)
         self._json = self._csv = None
 
-    def _write_whole(self) -> None:
-        self._run_dir.write_atomic(storage.RESULTS_FILE, _json_lines(self._rows).encode())
+    def _write_whole(self, *, sync: bool = False) -> None:
+        rows = _json_lines(self._rows).encode()
+        # result.json is the record (fsync'd when asked); progress.csv is rebuilt from it.
+        self._run_dir.write_atomic(storage.RESULTS_FILE, rows, fsync=sync or None)
         self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
 
-    def _rewrite_local(self) -> None:
+    def _rewrite_local(self, *, sync: bool) -> None:
         """(Re)write both files whole: at the first line, or when a new column appears."""
         self.close()
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
-        self._write_whole()
+        if len(self._rows) == 1 and not self._run_dir.exists(storage.RESULTS_FILE):
+            self._start_files(sync=sync)
+            return
+        self._write_whole(sync=sync)
         # Both stay open for the run, so that each step costs one write per file.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
+
+    def _start_files(self, *, sync: bool) -> None:
+        """A new run's first line: both files created by opening them for appending, so
+        that the first step costs no more than the others (a driver killed before the
+        line is written leaves an empty file, which holds no row)."""
+        self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
+        write_all(self._json, _json_lines(self._rows).encode())
+        if sync:
+            os.fsync(self._json)
+            storage.fsync_dir(self._run_dir.path)  # the new file's name, on the disk too
+        self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
+        write_all(self._csv, self._csv_text().encode())
 
     def _csv_text(self) -> str:
         out = io.StringIO()

@@ -44,9 +44,12 @@ class RunRecord:
         run_log: result.json and progress.csv.
     """
 
-    def __init__(self, checkpoints: CheckpointManager, run_log: RunLog) -> None:
+    def __init__(
+        self, checkpoints: CheckpointManager, run_log: RunLog, *, save_at_start: bool = True
+    ) -> None:
         self._checkpoints = checkpoints
         self._run_log = run_log
+        self._save_at_start = save_at_start
         self.run_dir = checkpoints.run_dir
         last = run_log.last_row
         self._time_offset = float(last["time_total_s"]) if last else 0.0
@@ -70,6 +73,8 @@ class RunRecord:
         run_dir: storage.StorageDir,
         config: CheckpointConfig,
         checkpoint_metadata: dict[str, Any] | None = None,
+        *,
+        save_at_start: bool = True,
     ) -> RunRecord:
         """The record of ``run_dir``, continuing where an earlier run of it stopped.
 
@@ -78,10 +83,15 @@ class RunRecord:
         dropped (training redoes those steps), and the state is saved, so the run can be
         restored from here on. ``checkpoint_metadata`` is added to every checkpoint's
         metadata.
+
+        Without ``save_at_start`` (a Tune function trial's run, which its Tuner restores,
+        and whose worker is a thread of the driver) the state is saved at the first
+        checkpoint commit and at the end only: a run without a state file starts afresh.
         """
         checkpoints = CheckpointManager.open(run_dir, config, checkpoint_metadata)
-        record = cls(checkpoints, _reconciled(checkpoints))
-        checkpoints.save()
+        record = cls(checkpoints, _reconciled(checkpoints), save_at_start=save_at_start)
+        if save_at_start:
+            checkpoints.save()
         return record
 
     @staticmethod
@@ -123,7 +133,8 @@ class RunRecord:
 
         Attempts are numbered across the run's drivers (``RunState.attempts``, saved before
         any worker starts), not from ``attempt``: a worker of a dead driver still writing
-        (a Ray actor not yet stopped) writes where no later driver commits anything. The
+        (a Ray actor not yet stopped) writes where no later driver commits anything. (A
+        Tune function trial's workers are threads of the driver: they die with it.) The
         attempt, of ``num_workers`` workers, goes into the run's history; an earlier one
         that did not say how it ended was resized (this driver's) or lost with its driver.
         """
@@ -134,7 +145,8 @@ class RunRecord:
         state.history.append(
             AttemptRecord(number, num_workers, time.time(), state.training_iteration)
         )
-        self._checkpoints.save()
+        if self._save_at_start:
+            self._checkpoints.save()
         return storage.attempt_staging_dir(number)
 
     def _unended_reason(self, num_workers: int | None) -> str:
@@ -217,7 +229,7 @@ class RunRecord:
         # Saved as pending before its row is written: a row naming a checkpoint the next
         # open() finds still pending is dropped, as the row of any uncommitted checkpoint.
         self.state.pending.append(reserved[0])
-        self._checkpoints.save()
+        self._checkpoints.save(commit=True)
         self._log(metrics, iteration, timestamp, reserved[0], sync=self._fsync_rows)
         return PendingCheckpoint(dict(metrics), iteration, reserved)
 

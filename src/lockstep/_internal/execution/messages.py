@@ -69,6 +69,9 @@ class WorkerStart:
         datasets: This worker's dataset shards by name.
         sys_path: The driver's ``sys.path``, so that the function's modules import.
         cpus: The CPUs the training function's threads are bound to, or None.
+        allowed_cpus: The CPUs the worker may run on, the driver's own when it started the
+            worker (a local worker forked from a server made earlier would otherwise keep
+            that server's), or None to keep what it has.
         reported: ``(dir_name, metrics)`` of each retained checkpoint, for
             ``get_all_reported_checkpoints()``.
         driver_host: The driver's host name: a worker on the same host hands ASYNC
@@ -85,6 +88,7 @@ class WorkerStart:
     datasets: dict[str, Any] = field(default_factory=dict)
     sys_path: tuple[str, ...] = ()
     cpus: tuple[int, ...] | None = None
+    allowed_cpus: tuple[int, ...] | None = None
     reported: tuple[tuple[str, dict[str, Any]], ...] = ()
     driver_host: str = ""
 

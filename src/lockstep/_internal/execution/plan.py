@@ -6,13 +6,15 @@
 - the **topology**: the nodes, and on each its ranks (world, local and node rank, local
   world size), contiguous per node;
 - the **launcher**: how workers are started (a thread of the driver, forked from the fork
-  server, spawned fresh, or as Ray actors);
+  server, spawned fresh, as Ray actors, or by the processes a cluster's launcher started,
+  each starting its share of its node's workers);
 - the **transport**: how each worker talks to the driver (a pipe, a socket pair, or TCP to
   the driver's node address with a key of the run's own);
 - the **accelerators**: which GPUs each rank gets.
 
-Ray places its actors itself, so a Ray plan's topology is known only once they are
-placed: :func:`order_by_node` is the rule that turns their nodes into ranks then.
+Ray places its actors itself, and a scheduler's processes say where they run when they
+join: such a plan's topology is known only then, and :func:`order_by_node` and
+:meth:`ExecutionPlan.joined` are the rules that turn their nodes into ranks.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Literal
 
 from lockstep._core.config import ScalingConfig
 from lockstep._internal.backends.base import BackendConfig
+from lockstep._internal.execution.environments.base import Launch
 
 LOOPBACK = "127.0.0.1"
 
@@ -35,6 +38,7 @@ class Launcher(enum.Enum):
     FORK_SERVER = "fork"  # local processes forked from the warm fork server
     SPAWN = "spawn"  # local processes started fresh: ``python -m ...worker.main``
     RAY_ACTORS = "ray"  # one Ray actor per rank, in a placement group
+    SCHEDULER = "scheduler"  # each process a scheduler started starts its share of workers
 
 
 class Transport(enum.Enum):
@@ -54,6 +58,7 @@ class RankPlacement:
     node_rank: int
     local_world_size: int
     gpus: tuple[str, ...] | None = ()
+    process_rank: int = 0  # the launched process that starts it (a scheduler's launch)
 
 
 @dataclass(frozen=True)
@@ -87,21 +92,23 @@ class Topology:
         workers_per_node: Sequence[int],
         addresses: Sequence[str],
         gpus: Sequence[Sequence[tuple[str, ...] | None]] | None = None,
+        processes: Sequence[Sequence[int]] | None = None,
     ) -> Topology:
         """Ranks contiguous per node, in node order; ``gpus[node][local_rank]`` each
-        rank's GPUs (none when not given)."""
+        rank's GPUs (none when not given), ``processes[node][local_rank]`` the launched
+        process that starts it."""
         nodes, placements, rank = [], [], 0
         for node_rank, (count, address) in enumerate(zip(workers_per_node, addresses, strict=True)):
             nodes.append(Node(node_rank, address, tuple(range(rank, rank + count))))
             for local in range(count):
-                share = gpus[node_rank][local] if gpus is not None else ()
                 placements.append(
                     RankPlacement(
                         world_rank=rank + local,
                         local_rank=local,
                         node_rank=node_rank,
                         local_world_size=count,
-                        gpus=share,
+                        gpus=gpus[node_rank][local] if gpus is not None else (),
+                        process_rank=processes[node_rank][local] if processes else 0,
                     )
                 )
             rank += count
@@ -114,6 +121,17 @@ class Topology:
     def address_of(self, rank: int) -> str:
         """The address of the node that runs ``rank``."""
         return self.nodes[self.placements[rank].node_rank].address
+
+
+@dataclass(frozen=True)
+class Member:
+    """A launched process that joined the run: its host (processes on one host are one
+    node), its node's address as the driver reaches it, and the GPUs it sees."""
+
+    process_rank: int
+    host: str
+    address: str
+    gpus: tuple[str, ...] = ()
 
 
 def order_by_node(node_of_worker: Sequence[str], first_node: str) -> tuple[list[int], list[str]]:
@@ -168,7 +186,8 @@ class ExecutionPlan:
     """Where and how the workers of a run run; see the module's docstring.
 
     Attributes:
-        executor: ``"inline"``, ``"process"`` or ``"ray"``: the name users see.
+        executor: ``"inline"``, ``"process"``, ``"ray"`` or ``"cluster"`` (processes a
+            scheduler or launcher started, on one node or several): the name users see.
         scaling: The scaling config the plan was resolved from.
         launcher: How workers are started.
         transport: How each worker talks to the driver.
@@ -177,9 +196,12 @@ class ExecutionPlan:
         node_addresses: The nodes' addresses when known before the workers start (one
             machine: loopback); None where the launcher places workers (Ray).
         devices: The GPU ids each node gives its workers (``devices[node]``).
+        launch: What launched this process, when a launcher or scheduler did (its job's
+            signals, directories and exit statuses apply even to a run of one process).
+        workers_per_process: In a cluster run, the workers each launched process starts.
     """
 
-    executor: Literal["inline", "process", "ray"]
+    executor: Literal["inline", "process", "ray", "cluster"]
     scaling: ScalingConfig
     launcher: Launcher
     transport: Transport
@@ -187,6 +209,8 @@ class ExecutionPlan:
     accelerator: Literal["cpu", "cuda"] = "cpu"
     node_addresses: tuple[str, ...] | None = (LOOPBACK,)
     devices: tuple[tuple[str, ...], ...] = ((),)
+    launch: Launch | None = None
+    workers_per_process: int = 0
 
     @property
     def uses_gpus(self) -> bool:
@@ -221,10 +245,66 @@ class ExecutionPlan:
         gpus = [[None] * n for n in per_node]
         return order, Topology.of(per_node, [addresses[n] for n in nodes], gpus)
 
+    def joined(self, members: Sequence[Member]) -> Topology:
+        """The topology of a cluster run, once its launched processes have joined: nodes
+        in the order of their first process (the driver's node first), each process's
+        workers contiguous after those of the processes before it on its node.
+
+        A process that sees at least its node's share of GPUs (all of them) gives a
+        worker the share of its local rank; one that sees only its own (a scheduler's
+        per-task binding) the share of its place among its own workers.
+        """
+        per_process = self.workers_per_process
+        hosts = sorted({m.host for m in members}, key=lambda h: _first_rank(members, h))
+        counts, addresses, gpus, processes = [], [], [], []
+        for host in hosts:
+            here = sorted((m for m in members if m.host == host), key=lambda m: m.process_rank)
+            node_need = gpus_needed(per_process * len(here), self.num_gpus_per_worker)
+            node_gpus, node_processes = [], []
+            for index, member in enumerate(here):
+                for i in range(per_process):
+                    share = index * per_process + i if len(member.gpus) >= node_need else i
+                    node_gpus.append(gpu_share(member.gpus, share, self.num_gpus_per_worker))
+                    node_processes.append(member.process_rank)
+            counts.append(per_process * len(here))
+            addresses.append(here[0].address)
+            gpus.append(node_gpus)
+            processes.append(node_processes)
+        return Topology.of(counts, addresses, gpus, processes)
+
     def backend_for(self, config: BackendConfig | None) -> BackendConfig:
         """The framework's config completed for the plan's devices (torch: gloo on CPUs,
         NCCL on GPUs); raises when the config needs devices the plan has not."""
         return (config or BackendConfig()).for_devices(self.uses_gpus)
+
+
+def torchrun_env(placement: RankPlacement, topology: Topology) -> dict[str, str]:
+    """The variables torchrun gives a worker of this place, and its GPUs.
+
+    Example:
+        >>> topology = Topology.of([2, 2], ["a", "b"])
+        >>> env = torchrun_env(topology.placements[3], topology)
+        >>> env["RANK"], env["LOCAL_RANK"], env["GROUP_RANK"], env["LOCAL_WORLD_SIZE"]
+        ('3', '1', '1', '2')
+    """
+    world, nodes = str(topology.world_size), str(len(topology.nodes))
+    return {
+        "RANK": str(placement.world_rank),
+        "WORLD_SIZE": world,
+        "LOCAL_RANK": str(placement.local_rank),
+        "LOCAL_WORLD_SIZE": str(placement.local_world_size),
+        "GROUP_RANK": str(placement.node_rank),
+        "GROUP_WORLD_SIZE": nodes,
+        "ROLE_RANK": str(placement.world_rank),
+        "ROLE_WORLD_SIZE": world,
+        "ROLE_NAME": "default",
+        "NODE_RANK": str(placement.node_rank),
+        "CUDA_VISIBLE_DEVICES": ",".join(placement.gpus or ()),
+    }
+
+
+def _first_rank(members: Sequence[Member], host: str) -> int:
+    return min(m.process_rank for m in members if m.host == host)
 
 
 def _spread(num_workers: int, num_nodes: int) -> list[int]:

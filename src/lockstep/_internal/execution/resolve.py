@@ -5,12 +5,18 @@ connector is the model): the worker groups take the :class:`ExecutionPlan` and n
 again. Each step reads the scaling config, the flags and what the machine (or the Ray
 cluster) has, and a mistake fails here, at the trainer's construction, with its fix.
 
-1. The executor: inline, local processes or Ray (DESIGN.md's three rules).
+0. What launched this process: torchrun, MPI, SLURM, Kubeflow, SageMaker, or nothing
+   (``environments/detect.py``; ``LOCKSTEP_CLUSTER`` overrides it or turns it off).
+1. The executor: a launch of several processes is one cluster run; otherwise inline,
+   local processes or Ray (DESIGN.md's three rules).
 2. The options that only matter elsewhere are warned about (Ray's placement, locally).
 3. The accelerators: the GPUs the workers need, checked against those there are.
-4. The capacity: CPUs for the workers (a warning), and for an elastic run its minimum.
-5. The topology: the nodes and their addresses (one machine: loopback; Ray: its placement).
-6. The launcher: a thread, the fork server, a fresh process (GPU workers), Ray actors.
+4. The capacity: CPUs for the workers (a warning), for an elastic run its minimum, and for
+   a cluster run whether the workers fit the allocation (each process starting as many).
+5. The topology: the nodes and their addresses (one machine: loopback; Ray: its placement;
+   a cluster: the launched processes, once they join).
+6. The launcher: a thread, the fork server, a fresh process (GPU workers), Ray actors, or
+   the processes the scheduler started.
 7. The transport: a pipe, a socket pair, or TCP on the driver's node address with a key.
 
 The framework's backend config is completed for the plan's devices (gloo or NCCL) by
@@ -21,12 +27,16 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from lockstep._core import accelerators, flags
 from lockstep._core.config import ScalingConfig
+from lockstep._internal.execution.environments import sagemaker
+from lockstep._internal.execution.environments.base import Launch
+from lockstep._internal.execution.environments.detect import detect
 from lockstep._internal.execution.plan import (
     LOOPBACK,
     ExecutionPlan,
@@ -36,20 +46,26 @@ from lockstep._internal.execution.plan import (
 )
 from lockstep._internal.execution.stack import users_frame
 from lockstep._internal.execution.worker_group.base import WorkerGroup
+from lockstep._internal.execution.worker_group.cluster.driver import DriverSession
 
 _warned: set[str] = set()
 
 
-def resolve_plan(scaling: ScalingConfig) -> ExecutionPlan:
-    """The execution plan of workers of ``scaling``, checked against what there is here.
+def resolve_plan(scaling: ScalingConfig, env: Mapping[str, str] | None = None) -> ExecutionPlan:
+    """The execution plan of workers of ``scaling``, checked against what there is here;
+    ``env``: the launcher's variables (this process's environment by default).
 
     Example:
-        >>> plan = resolve_plan(ScalingConfig(num_workers=2))
+        >>> plan = resolve_plan(ScalingConfig(num_workers=2), env={})
         >>> plan.executor, plan.transport.value, plan.topology(2).address_of(1)
         ('process', 'socketpair', '127.0.0.1')
     """
-    executor = choose_executor(scaling)  # 1
+    launch = detect_launch(flags.launch_environment() if env is None else env)  # 0
+    executor = choose_executor(scaling, launch)  # 1
     warn_ray_only_options(scaling, executor)  # 2
+    if executor == "cluster":
+        assert launch is not None
+        return _cluster_plan(scaling, launch)
     devices = _gpus(scaling, executor)  # 3
     listen_host = _check_capacity(scaling, executor)  # 4
     return ExecutionPlan(
@@ -61,15 +77,39 @@ def resolve_plan(scaling: ScalingConfig) -> ExecutionPlan:
         launcher=_launcher(scaling, executor),  # 6
         transport=_transport(executor),  # 7
         listen_host=listen_host,
+        launch=launch,
     )
 
 
-def choose_executor(scaling: ScalingConfig) -> str:
-    """``"inline"``, ``"process"`` or ``"ray"`` for this scaling config.
+def is_cluster_member() -> bool:
+    """Whether this process is one a launcher started beside the driver's (it only joins)."""
+    launch = detect_launch(flags.launch_environment())
+    return launch is not None and launch.num_processes > 1 and not launch.is_driver
 
-    1. ``num_workers=0`` runs inline; 2. an explicit ``executor`` wins; 3. Ray when it is
+
+def default_storage_path(launch: Launch | None) -> str:
+    """Where runs go without ``RunConfig(storage_path=...)``: SageMaker's checkpoint
+    directory in a SageMaker job (kept in S3 across jobs), else the flag's default."""
+    if launch is not None and launch.name == "sagemaker":
+        return sagemaker.checkpoint_dir(flags.launch_environment())
+    return flags.DEFAULT_STORAGE_PATH.get()
+
+
+def detect_launch(env: Mapping[str, str]) -> Launch | None:
+    """Step 0: what launched this process, as ``LOCKSTEP_CLUSTER`` allows."""
+    return detect(env, choice=flags.CLUSTER.get(), ignore=flags.CLUSTER_IGNORE.get())
+
+
+def choose_executor(scaling: ScalingConfig, launch: Launch | None = None) -> str:
+    """``"inline"``, ``"process"``, ``"ray"`` or ``"cluster"`` for this scaling config.
+
+    0. A launcher that started several processes makes them one cluster run; 1.
+    ``num_workers=0`` runs inline; 2. an explicit ``executor`` wins; 3. Ray when it is
     initialised in this process or ``RAY_ADDRESS`` is set; otherwise local processes.
     """
+    if launch is not None and launch.num_processes > 1:
+        _check_cluster_executor(scaling, launch)
+        return "cluster"
     if scaling.num_workers == 0:
         return "inline"
     if scaling.executor is not None:
@@ -77,6 +117,141 @@ def choose_executor(scaling: ScalingConfig) -> str:
     if _ray_initialized() or flags.RAY_ADDRESS.get():
         return "ray"
     return "process"
+
+
+def _check_cluster_executor(scaling: ScalingConfig, launch: Launch) -> None:
+    """Every launched process runs this script: each running a run of its own would
+    write the same run directory."""
+    asked = (
+        f"executor={scaling.executor!r}"
+        if scaling.executor is not None
+        else "num_workers=0"
+        if scaling.num_workers == 0
+        else None
+    )
+    if asked is not None:
+        raise ValueError(
+            f"ScalingConfig({asked}) runs on one machine, but this process is one of the "
+            f"{launch.num_processes} that {launch.launcher} started, which are one run "
+            "across them. HINT: leave executor unset and give num_workers, or set "
+            "LOCKSTEP_CLUSTER=off and start one process"
+        )
+
+
+def _cluster_plan(scaling: ScalingConfig, launch: Launch) -> ExecutionPlan:
+    """Steps 3 to 7 for the processes a launcher started: each starts as many workers."""
+    per_process = workers_per_process(scaling, launch)  # 4
+    devices = _cluster_gpus(scaling, launch, per_process)  # 3
+    _warn_node_cpus(scaling, launch, per_process)  # 4
+    return ExecutionPlan(
+        executor="cluster",
+        scaling=scaling,
+        accelerator="cuda" if scaling.num_gpus_per_worker > 0 else "cpu",
+        devices=(devices,),
+        node_addresses=None,  # 5: known when the processes join
+        launcher=Launcher.SCHEDULER,  # 6
+        transport=Transport.TCP,  # 7
+        # the driver's: a member's address is the one its connection to the driver has
+        listen_host=node_address(launch) if launch.is_driver else "",
+        launch=launch,
+        workers_per_process=per_process,
+    )
+
+
+def workers_per_process(scaling: ScalingConfig, launch: Launch) -> int:
+    """How many workers each launched process starts: ``num_workers`` is the world size,
+    and every process starts as many (one per process, or one per node's process each
+    starting its node's). Raises, naming the allocation, when they do not divide."""
+    if scaling.elasticity_enabled:
+        raise ValueError(
+            f"ScalingConfig(num_workers={scaling.num_workers!r}) is elastic, but "
+            f"{launch.launcher}'s allocation ({launch.allocation()}) is fixed. HINT: give "
+            f"num_workers={launch.num_processes} (or a multiple) as one number"
+        )
+    n, processes = scaling.min_workers, launch.num_processes  # (not elastic: num_workers)
+    if n < processes or n % processes:
+        fits = ", ".join(str(processes * k) for k in (1, 2, 4))
+        raise ValueError(
+            f"ScalingConfig(num_workers={n}) does not fit the allocation: {launch.launcher} "
+            f"started {processes} processes ({launch.allocation()}), and each starts the same "
+            f"number of workers (each process one, or each node's process that node's). "
+            f"HINT: set num_workers to {fits}, ..., or launch {n} processes (one per "
+            "worker: srun --ntasks-per-node, torchrun --nproc-per-node, mpirun -np)"
+        )
+    return n // processes
+
+
+def _cluster_gpus(scaling: ScalingConfig, launch: Launch, per_process: int) -> tuple[str, ...]:
+    """Step 3 for this launched process: the GPUs it sees must hold its own workers'."""
+    if scaling.num_gpus_per_worker == 0:
+        return ()
+    have = accelerators.visible_gpus()
+    need = gpus_needed(per_process, scaling.num_gpus_per_worker)
+    if len(have) < need:
+        raise ValueError(
+            f"use_gpu=True: launched process {launch.process_rank} ({launch.launcher}, "
+            f"{launch.allocation()}) starts {per_process} worker(s), which need {need} "
+            f"GPU(s), but it sees {len(have)}. HINT: ask the scheduler for the GPUs "
+            "(srun --gpus-per-node, a GPU instance), use fewer workers, or share GPUs with "
+            'resources_per_worker={"GPU": 0.5}'
+        )
+    return tuple(have)
+
+
+def _warn_node_cpus(scaling: ScalingConfig, launch: Launch, per_process: int) -> None:
+    if not launch.is_driver:
+        return  # said once, by the driver
+    per_node = per_process * launch.processes_per_node
+    asked = per_node * scaling.num_cpus_per_worker
+    have = launch.cpus_per_node or usable_cpus() * launch.processes_per_node
+    if asked > have:
+        warnings.warn(
+            f"ScalingConfig asks for {asked:g} CPUs on each node ({per_node} workers x "
+            f"{scaling.num_cpus_per_worker:g}) but {launch.launcher} gave {have}: the workers "
+            "will share CPUs. HINT: ask for more CPUs per node (srun --cpus-per-task), or "
+            "fewer workers",
+            stacklevel=users_frame(),
+        )
+
+
+def node_address(launch: Launch) -> str:
+    """Where this node's workers, and on the driver's node the driver, listen: loopback
+    when every process runs on this machine; else ``LOCKSTEP_NODE_ADDRESS``, the
+    address of the interface that reaches another node of the launch, or the address
+    this host's name resolves to."""
+    given = flags.NODE_ADDRESS.get()
+    if given:
+        return given
+    if launch.num_nodes <= 1:
+        return LOOPBACK
+    here = socket.gethostname()
+    for peer in [h for h in launch.hosts if h.split(".")[0] != here.split(".")[0]]:
+        if (address := _address_towards(peer)) is not None:
+            return address
+    try:
+        address = socket.gethostbyname(here)
+    except OSError:
+        address = LOOPBACK
+    if address.startswith("127."):
+        others = f" ({', '.join(launch.hosts)}, not reachable by name)" if launch.hosts else ""
+        raise ValueError(
+            f"this node's name {here!r} resolves to {address}, which other nodes cannot "
+            f"reach, and there is no other node of the launch to find the way to{others}. "
+            "HINT: set LOCKSTEP_NODE_ADDRESS to this node's address on the network the "
+            "nodes share"
+        )
+    return address
+
+
+def _address_towards(host: str) -> str | None:
+    """The address of the interface that reaches ``host`` (a UDP socket's connect only
+    asks the routing table: nothing is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((socket.gethostbyname(host), 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return None
 
 
 def warn_ray_only_options(scaling: ScalingConfig, executor: str) -> None:
@@ -222,8 +397,14 @@ def local_capacity(scaling: ScalingConfig) -> list[dict[str, float]]:
     return [node]
 
 
-def make_worker_group(plan: ExecutionPlan) -> WorkerGroup:
-    """The worker group that carries out ``plan``."""
+def make_worker_group(plan: ExecutionPlan, session: DriverSession | None = None) -> WorkerGroup:
+    """The worker group that carries out ``plan`` (a cluster's: with its driver's
+    ``session`` of the processes that joined)."""
+    if plan.launcher is Launcher.SCHEDULER:
+        from lockstep._internal.execution.worker_group.cluster.group import ClusterWorkerGroup
+
+        assert session is not None
+        return ClusterWorkerGroup(plan, session)
     if plan.launcher is Launcher.THREAD:
         from lockstep._internal.execution.worker_group.inline import InlineWorkerGroup
 

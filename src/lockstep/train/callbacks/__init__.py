@@ -11,6 +11,9 @@ Example:
     >>> from lockstep.train.callbacks import JsonLoggerCallback, CSVLoggerCallback
     >>> len(RunConfig(callbacks=[JsonLoggerCallback(), CSVLoggerCallback()]).callbacks)
     2
+
+``JsonLoggerCallback`` is Ray Tune's in a Tune trial (``result.json`` lines) and Ray Train
+1.x's in a Train run (``results.json``, a JSON list).
 """
 
 from lockstep._core.callback import Callback, Trial

@@ -6,17 +6,19 @@ import csv
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from typing import IO, Any
 
 from lockstep._core import storage
 from lockstep._core.callback import Trial
 from lockstep._core.mappings import flatten_dict
-from lockstep.train.callbacks._logger import LoggerCallback, scalar, to_json
+from lockstep.train.callbacks._logger import LoggerCallback, scalar, to_json, worker_results
 
 EXPR_PARAM_FILE = "params.json"
 EXPR_PARAM_PICKLE_FILE = "params.pkl"
 EXPR_RESULT_FILE = "result.json"
 EXPR_PROGRESS_FILE = "progress.csv"
+RESULTS_LIST_FILE = "results.json"  # Ray Train 1.x's JSON logger, in a Train run
 
 
 class _LocalDir:
@@ -41,7 +43,15 @@ class JsonLoggerCallback(LoggerCallback):
     ``params.json``/``params.pkl``), as Ray Tune's ``JsonLoggerCallback``.
 
     A Train run writes ``result.json`` in its run directory itself, one line per report
-    with ``training_iteration``; this logger leaves that file to it.
+    with ``training_iteration``; there this logger writes what Ray Train 1.x's
+    ``JsonLoggerCallback`` wrote: ``results.json``, one JSON list with an element per
+    report, the results of the workers in ``workers_to_log`` (rank 0's dict by default, a
+    list of dicts for a list of ranks, every rank for None), rewritten whole each time.
+
+    Args:
+        logdir: Where ``results.json`` goes in a Train run; the run's directory by default.
+        filename: Its name, ``results.json`` by default.
+        workers_to_log: A rank, a list of ranks, or None for every rank.
 
     Example:
         >>> import json, os, tempfile
@@ -57,11 +67,26 @@ class JsonLoggerCallback(LoggerCallback):
         0.5
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        logdir: str | None = None,
+        filename: str | None = None,
+        workers_to_log: int | Sequence[int] | None = 0,
+    ) -> None:
         self._files: dict[Trial, tuple[_LocalDir, IO[str]]] = {}
+        self._run_results = _ResultsList(logdir, filename or RESULTS_LIST_FILE, workers_to_log)
+
+    def _trial_result(
+        self, iteration: int, trial: Trial, result: dict[str, Any], info: dict[str, Any]
+    ) -> None:
+        if trial.results_logged:
+            self._run_results.add(trial, worker_results(result, info))
+        else:
+            super()._trial_result(iteration, trial, result, info)
 
     def log_trial_start(self, trial: Trial) -> None:
         if trial.results_logged:
+            self._run_results.start(trial)
             return
         self.log_trial_end(trial)
         import cloudpickle
@@ -88,6 +113,45 @@ class JsonLoggerCallback(LoggerCallback):
             local, stream = self._files.pop(trial)
             stream.close()
             local.close()
+
+
+class _ResultsList:
+    """Ray Train 1.x's ``results.json`` of a Train run: one JSON list, rewritten whole at
+    each report so that it is valid JSON at any moment."""
+
+    def __init__(
+        self, logdir: str | None, filename: str, workers_to_log: int | Sequence[int] | None
+    ) -> None:
+        self._logdir = logdir
+        self._filename = filename
+        self._workers_to_log = workers_to_log
+        self._target: storage.StorageDir | None = None
+        self._logged: list[Any] = []
+
+    def start(self, trial: Trial) -> None:
+        directory = os.path.expanduser(self._logdir) if self._logdir is not None else trial.path
+        self._target = storage.StorageDir.from_uri(directory)
+        self._target.makedirs()
+        self._logged = []
+        self._write()
+
+    def add(self, trial: Trial, results: list[dict[str, Any]] | None) -> None:
+        if results is None:
+            return
+        if self._target is None:
+            self.start(trial)
+        workers = self._workers_to_log
+        if workers is None:
+            self._logged.append(results)
+        elif isinstance(workers, int):
+            self._logged.append(results[workers])
+        else:
+            self._logged.append([results[i] for i in workers])
+        self._write()
+
+    def _write(self) -> None:
+        assert self._target is not None
+        self._target.write_atomic(self._filename, to_json(self._logged).encode("utf-8"))
 
 
 class CSVLoggerCallback(LoggerCallback):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lockstep._core.callback import Trial
-from lockstep.train.callbacks._logger import TrialLifecycleCallback
+from lockstep.train.callbacks._logger import TrialLifecycleCallback, worker_results
 
 
 class TrainingCallback(TrialLifecycleCallback):
@@ -41,13 +41,9 @@ class TrainingCallback(TrialLifecycleCallback):
     def _trial_result(
         self, iteration: int, trial: Trial, result: dict[str, Any], info: dict[str, Any]
     ) -> None:
-        auto = {
-            "_training_iteration": result.get("training_iteration"),
-            "_timestamp": result.get("timestamp"),
-            "_time_this_iter_s": result.get("time_this_iter_s"),
-        }
-        workers = info.get("worker_results") or [{k: v for k, v in result.items() if k != "config"}]
-        self.handle_result([{**w, **auto} for w in workers])
+        results = worker_results(result, info)
+        if results is not None:
+            self.handle_result(results)
 
     def _trial_ended(self, trial: Trial, failed: bool) -> None:
         self.finish_training(error=failed)

@@ -105,6 +105,21 @@ class LoggerCallback(TrialLifecycleCallback):
         self.log_trial_save(trial)
 
 
+def worker_results(result: dict[str, Any], info: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Every worker's results of a step as Ray Train 1.x's callbacks got them: what each
+    reported plus ``_training_iteration``, ``_timestamp`` and ``_time_this_iter_s``. None
+    for a step of ``save_checkpoint()`` alone, which was no result in Ray 1.x."""
+    auto = {
+        "_training_iteration": result.get("training_iteration"),
+        "_timestamp": result.get("timestamp"),
+        "_time_this_iter_s": result.get("time_this_iter_s"),
+    }
+    workers = info.get("worker_results") or [{k: v for k, v in result.items() if k != "config"}]
+    if not any(workers):
+        return None
+    return [{**w, **auto} for w in workers]
+
+
 def scalar(value: Any) -> float | None:
     """``value`` as a float when it is a real number (numpy ones too) and not NaN."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

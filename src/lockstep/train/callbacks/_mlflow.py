@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
+from lockstep._core import flags
 from lockstep._core.callback import Trial
 from lockstep._core.mappings import flatten_dict
 from lockstep.train.callbacks._logger import LoggerCallback, scalar
@@ -63,8 +67,11 @@ class MLflowLoggerCallback(LoggerCallback):
 
         if self.tracking_token is not None:
             os.environ["MLFLOW_TRACKING_TOKEN"] = self.tracking_token
-        self._client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.registry_uri)
-        self._experiment_id = _experiment_id(self._client, self.experiment_name)
+        with _file_store_allowed(self.tracking_uri):
+            self._client = MlflowClient(
+                tracking_uri=self.tracking_uri, registry_uri=self.registry_uri
+            )
+            self._experiment_id = _experiment_id(self._client, self.experiment_name)
 
     def log_trial_start(self, trial: Trial) -> None:
         if self._client is None:
@@ -118,6 +125,40 @@ class MLflowLoggerCallback(LoggerCallback):
         params = [Param(_key(k), str(v)) for k, v in flatten_dict(trial.config).items()]
         if params:
             self._client.log_batch(self._runs[trial], params=params)
+
+
+@contextlib.contextmanager
+def _file_store_allowed(tracking_uri: str | None) -> Iterator[None]:
+    """Let MLflow open the file store an explicit ``tracking_uri`` names (``file:///path``,
+    as Ray's examples write it), with a warning.
+
+    MLflow 3 refuses a file store unless ``MLFLOW_ALLOW_FILE_STORE=true``, and would stop the
+    run at its first report: the user asked for that store, so it is opened (MLflow keeps
+    the store it opened for the process) with the variable set while it opens, then unset.
+    """
+    if not _is_file_store(tracking_uri) or flags.MLFLOW_ALLOW_FILE_STORE.get():
+        yield
+        return
+    warnings.warn(
+        f"MLflow deprecates its file store (tracking_uri={tracking_uri!r}) and refuses it "
+        "unless MLFLOW_ALLOW_FILE_STORE=true; lockstep opens it, since you asked for it. "
+        "HINT: tracking_uri='sqlite:///mlflow.db' (`mlflow migrate-filestore` moves old runs)",
+        FutureWarning,
+        stacklevel=4,
+    )
+    os.environ[flags.MLFLOW_ALLOW_FILE_STORE.name] = "true"
+    try:
+        yield
+    finally:
+        del os.environ[flags.MLFLOW_ALLOW_FILE_STORE.name]
+
+
+def _is_file_store(tracking_uri: str | None) -> bool:
+    """Whether ``tracking_uri`` names a directory: ``file:///path`` or a plain path."""
+    if tracking_uri is None:
+        return False
+    plain_path = "://" not in tracking_uri and ":" not in tracking_uri
+    return tracking_uri.startswith("file:") or plain_path
 
 
 def _experiment_id(client: Any, name: str | None) -> str:
@@ -180,6 +221,8 @@ def setup_mlflow(
         os.environ["MLFLOW_TRACKING_TOKEN"] = tracking_token
     if tracking_uri is not None:
         mlflow.set_tracking_uri(tracking_uri)
+        with _file_store_allowed(tracking_uri):
+            mlflow.search_experiments(max_results=1)  # opens the store, which MLflow keeps
     if registry_uri is not None:
         mlflow.set_registry_uri(registry_uri)
     name = experiment_name or default_name

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockstep._core.checkpoint import Checkpoint
-from lockstep.train._framework_checkpoint import save_model
+from lockstep.train._framework_checkpoint import FrameworkCheckpoint, save_model
 from lockstep.train.sklearn._trainer import MODEL_FILE, SklearnTrainer
 
 
-class SklearnCheckpoint(Checkpoint):
+class SklearnCheckpoint(FrameworkCheckpoint):
     """A checkpoint holding a fitted estimator (``model.pkl``) and its preprocessor.
 
     Example:

@@ -52,5 +52,10 @@ class SklearnPredictor(NamedFeaturesPredictor):
     def _feature_names(self, data: pd.DataFrame) -> list[str]:
         return list(getattr(self.estimator, "feature_names_in_", []))
 
-    def _predict_features(self, features: pd.DataFrame, **predict_kwargs: Any) -> Any:
+    def _predict_features(
+        self, features: pd.DataFrame, num_estimator_cpus: int | None = None, **predict_kwargs: Any
+    ) -> Any:
+        if num_estimator_cpus:  # as Ray: every n_jobs parameter of the estimator
+            jobs = [k for k in self.estimator.get_params() if k.endswith("n_jobs")]
+            self.estimator.set_params(**dict.fromkeys(jobs, num_estimator_cpus))
         return self.estimator.predict(features, **predict_kwargs)

@@ -14,11 +14,14 @@ import numpy as np
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import ScalingConfig
+from lockstep._core.errors import UsageKeyError
 from lockstep.train._gbdt import TRAIN, columns_of, load_model_file, shard_frame, worker_threads
 from lockstep.train._session import report
 from lockstep.train._trainer import DataParallelTrainer, TrainerSpec, WorkerSetup
 
 MODEL_FILE = "model.pkl"
+CV = "cv"  # the key of the cross-validation results in the metrics
+AIR_MODEL_FILE = "model"  # Ray AIR's SklearnCheckpoint (Ray 2.0 to 2.6) named it so
 _SCORING_TYPES = (str, list, tuple, dict)
 
 
@@ -49,7 +52,8 @@ class SklearnTrainerSpec(TrainerSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.loop_config()
-        _one_worker(ScalingConfig.coerce(self.scaling_config))
+        scaling = _one_worker(ScalingConfig.coerce(self.scaling_config))
+        _check_parallel_cv(self.parallelize_cv, scaling)
         if self.datasets:
             _check_datasets(self.datasets, self.label_column)
 
@@ -72,10 +76,12 @@ class SklearnTrainer(DataParallelTrainer):
     """Fits a scikit-learn estimator on the ``"train"`` dataset, in one worker.
 
     scikit-learn is not distributed, so the trainer runs one worker (``num_workers=0``
-    fits in this process), which reads the whole ``"train"`` dataset. It reports
-    ``fit_time``, the scores on every dataset (``train_<scorer>``, ``valid_<scorer>``:
-    ``"score"`` is the estimator's own score), and with ``cv`` the cross-validation
-    results on ``"train"`` (``cv_<scorer>_mean``/``_std``, ``cv_fit_time_mean``, ...),
+    fits in this process), which reads the whole ``"train"`` dataset. It reports, nested
+    as Ray does, ``fit_time``, each dataset's scores under its name
+    (``metrics["valid"] == {"score_time": ..., "test_score": ...}``, ``"test_<scorer>"``
+    for several scorers; ``"train"`` is scored too), and with ``cv`` scikit-learn's
+    cross-validation results on ``"train"`` under ``"cv"`` (``metrics["cv"]["test_score"]``
+    is a list with one score per fold, ``"test_score_mean"`` and ``"_std"`` aggregate it),
     with the fitted estimator as ``model.pkl`` in the checkpoint.
 
     Args:
@@ -113,7 +119,7 @@ class SklearnTrainer(DataParallelTrainer):
         ...         label_column="y", scoring="accuracy", cv=2,
         ...         run_config=RunConfig(storage_path=storage, verbose=0)).fit()
         ...     model = SklearnTrainer.get_model(result.checkpoint)
-        >>> result.metrics["train_accuracy"], result.metrics["cv_accuracy_mean"]
+        >>> result.metrics["train"]["test_score"], result.metrics["cv"]["test_score_mean"]
         (1.0, 1.0)
         >>> type(model).__name__
         'LogisticRegression'
@@ -143,7 +149,7 @@ class SklearnTrainer(DataParallelTrainer):
             with open(path, "rb") as f:
                 return cloudpickle.load(f)
 
-        return load_model_file(checkpoint, MODEL_FILE, load, "estimator")
+        return load_model_file(checkpoint, MODEL_FILE, load, "estimator", AIR_MODEL_FILE)
 
     def _worker_setup(self) -> WorkerSetup:
         spec = self._spec
@@ -178,9 +184,9 @@ def _fit_score_report(config: dict[str, Any]) -> None:
     estimator.fit(x_train, y_train, **config["fit_params"])
     metrics: dict[str, Any] = {"fit_time": time.perf_counter() - start}
     for name, (x, y) in data.items():
-        metrics.update(_scores(estimator, config["scoring"], x, y, prefix=name))
+        metrics[name] = _scores(estimator, config["scoring"], x, y)
     if config["cv"] is not None:
-        metrics.update(_cross_validate(config, x_train, y_train))
+        metrics[CV] = _cross_validate(config, x_train, y_train)
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, MODEL_FILE), "wb") as f:
             cloudpickle.dump(estimator, f)
@@ -216,16 +222,23 @@ def _cv_in_parallel(config: dict[str, Any], estimator: Any) -> bool:
     return not any(k.endswith("n_jobs") for k in estimator.get_params())
 
 
-def _scores(estimator: Any, scoring: Any, x: Any, y: Any, *, prefix: str) -> dict[str, float]:
+def _scores(estimator: Any, scoring: Any, x: Any, y: Any) -> dict[str, float]:
+    """One dataset's scores as Ray nests them: ``{"score_time": s, "test_<scorer>": v}``
+    (``"test_score"`` for the estimator's own score or one named scorer)."""
     from sklearn.metrics import check_scoring
 
+    start = time.perf_counter()
     scores = check_scoring(estimator, scoring=scoring)(estimator, x, y)
+    scored: dict[str, float] = {"score_time": time.perf_counter() - start}
     if not isinstance(scores, dict):
-        scores = {scoring if isinstance(scoring, str) else "score": scores}
-    return {f"{prefix}_{name}": float(value) for name, value in scores.items()}
+        scores = {"score": scores}
+    scored.update({f"test_{name}": float(value) for name, value in scores.items()})
+    return scored
 
 
-def _cross_validate(config: dict[str, Any], x: Any, y: Any) -> dict[str, float]:
+def _cross_validate(config: dict[str, Any], x: Any, y: Any) -> dict[str, Any]:
+    """scikit-learn's ``cross_validate`` results (a list per key, one value per fold) and
+    each key's ``_mean`` and ``_std``, as Ray reports them under ``"cv"``."""
     from sklearn.model_selection import cross_validate
 
     estimator = _prepared(config)
@@ -240,13 +253,11 @@ def _cross_validate(config: dict[str, Any], x: Any, y: Any) -> dict[str, float]:
         return_train_score=config["return_train_score_cv"],
         params=config["fit_params"] or None,
     )
-    single = config["scoring"] if isinstance(config["scoring"], str) else "score"
-    renamed = {"test_score": single, "train_score": f"train_{single}"}
-    metrics = {}
+    metrics: dict[str, Any] = {}
     for key, values in results.items():
-        name = renamed.get(key, key.removeprefix("test_"))
-        metrics[f"cv_{name}_mean"] = float(np.mean(values))
-        metrics[f"cv_{name}_std"] = float(np.std(values))
+        metrics[key] = [float(v) for v in values]
+        metrics[f"{key}_mean"] = float(np.nanmean(values))
+        metrics[f"{key}_std"] = float(np.nanstd(values))
     return metrics
 
 
@@ -298,18 +309,33 @@ def _check_cv(cv: Any) -> Any:
 def _one_worker(scaling: ScalingConfig) -> ScalingConfig:
     if scaling.max_workers > 1:
         raise ValueError(
-            f"SklearnTrainer fits in one worker (scikit-learn is not distributed), but "
-            f"num_workers={scaling.num_workers!r}. HINT: num_workers=1, and give the worker "
-            "more CPUs with resources_per_worker={'CPU': n}"
+            f"SklearnTrainer fits in one worker (scikit-learn is not distributed), so "
+            f"num_workers={scaling.num_workers!r}: its workers are not allowed to be updated "
+            "past one. HINT: num_workers=1, and give the worker more CPUs with "
+            "resources_per_worker={'CPU': n}"
         )
     return scaling
 
 
+def _check_parallel_cv(parallelize_cv: bool | None, scaling: ScalingConfig) -> None:
+    gpus = scaling.num_gpus_per_worker + float((scaling.trainer_resources or {}).get("GPU", 0))
+    if parallelize_cv and gpus:
+        raise ValueError(
+            "parallelize_cv=True runs the folds side by side on CPUs, but the trainer was "
+            "given GPUs. HINT: parallelize_cv=False (the estimator uses the GPU), or no GPUs"
+        )
+
+
 def _check_datasets(datasets: Mapping[str, Any], label_column: str | None) -> None:
     if TRAIN not in datasets:
-        raise ValueError(
+        raise UsageKeyError(  # a KeyError, as in Ray
             f"SklearnTrainer fits on datasets['train'], but the datasets given are "
             f"{sorted(datasets) or 'none'}. HINT: pass datasets={{'train': ds, ...}}"
+        )
+    if CV in datasets:
+        raise UsageKeyError(
+            f"a dataset may not be called {CV!r}: the cross-validation results are reported "
+            f"under that key. HINT: rename datasets[{CV!r}]"
         )
     if label_column is None:
         return

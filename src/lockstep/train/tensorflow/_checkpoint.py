@@ -9,12 +9,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from lockstep._core.checkpoint import Checkpoint
+from lockstep.train._framework_checkpoint import FrameworkCheckpoint
 
 MODEL_FILENAME_KEY = "_model_filename"
 
 
-class TensorflowCheckpoint(Checkpoint):
+class TensorflowCheckpoint(FrameworkCheckpoint):
     """A :class:`~lockstep.train.Checkpoint` holding a Keras model, as Ray's does.
 
     Build one with :meth:`from_model`, :meth:`from_saved_model` or :meth:`from_h5`; read

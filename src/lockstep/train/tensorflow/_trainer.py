@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from lockstep._core.config import ScalingConfig
 from lockstep._internal.backends.base import BackendConfig
@@ -21,6 +21,20 @@ class TensorflowTrainerSpec(FrameworkTrainerSpec):
     config_field: ClassVar[str] = "tensorflow_config"
     config_type: ClassVar[type[BackendConfig]] = TensorflowConfig
 
+    @classmethod
+    def of(cls, **arguments: Any) -> TensorflowTrainerSpec:
+        # The Ray Train material writes tensorflow_backend=TensorflowConfig(...); Ray
+        # itself takes only tensorflow_config, which this is another name of.
+        alias = arguments.pop("tensorflow_backend", None)
+        if alias is not None:
+            if arguments.get("tensorflow_config") is not None:
+                raise TypeError(
+                    "tensorflow_backend is another name of tensorflow_config: pass one of "
+                    "them. HINT: tensorflow_config=TensorflowConfig(...)"
+                )
+            arguments["tensorflow_config"] = alias
+        return super().of(**arguments)
+
     def backend(self, scaling: ScalingConfig) -> TensorflowConfig:
         # TensorFlow's thread pools sized to each worker's CPUs, unless set
         config: TensorflowConfig = super().backend(scaling)
@@ -34,7 +48,8 @@ class TensorflowTrainer(DataParallelTrainer):
     ``tf.distribute.MultiWorkerMirroredStrategy()`` created in the function trains one
     model across them. TensorFlow's thread pools are sized to the worker's CPUs
     (``ScalingConfig.resources_per_worker``). Arguments are those of
-    :class:`~lockstep.train.DataParallelTrainer`, with ``tensorflow_config``.
+    :class:`~lockstep.train.DataParallelTrainer`, with ``tensorflow_config`` (also taken as
+    ``tensorflow_backend``, the Ray Train material's spelling).
 
     Example:
         >>> import json, os, tempfile

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -68,7 +69,7 @@ def prepare_model(
     if move_to_device is not False:
         model = model.to(device)
     if _Amp.enabled:
-        model.forward = _autocast(model.forward, device.type)
+        _forward_under_autocast(model, device.type)
     if world_size() == 1 or parallel_strategy is None:
         return model
     kwargs = dict(parallel_strategy_kwargs or {})
@@ -83,6 +84,36 @@ def prepare_model(
     if device.type == "cuda":
         kwargs.setdefault("device_ids", [device])
     return DistributedDataParallel(model, **kwargs)
+
+
+# What _forward_under_autocast keeps on the model: its forward before (None: its class's),
+# and its class's __getstate__, which the model's own one calls.
+_UNWRAPPED_FORWARD = "_lockstep_unwrapped_forward"
+_CLASS_GETSTATE = "_lockstep_class_getstate"
+
+
+def _forward_under_autocast(model: nn.Module, device_type: str) -> None:
+    """Run ``model.forward`` under autocast. A pickled model (``torch.save``, a
+    ``TorchCheckpoint``) leaves the wrapper out, as Ray's does: a wrapper function cannot
+    be pickled, and a model loaded elsewhere runs in full precision unless prepared again."""
+    if _UNWRAPPED_FORWARD in model.__dict__:
+        return  # prepared before: one autocast is enough
+    model.__dict__[_UNWRAPPED_FORWARD] = model.__dict__.get("forward")
+    model.__dict__[_CLASS_GETSTATE] = model.__getstate__
+    model.forward = _autocast(model.forward, device_type)
+    model.__getstate__ = types.MethodType(_state_without_autocast, model)  # type: ignore[method-assign]
+
+
+def _state_without_autocast(model: nn.Module) -> Any:
+    state = model.__dict__[_CLASS_GETSTATE]()
+    if not isinstance(state, dict):
+        return state
+    state = dict(state)  # object.__getstate__ returns __dict__ itself
+    for key in ("__getstate__", "forward", _CLASS_GETSTATE, _UNWRAPPED_FORWARD):
+        state.pop(key, None)
+    if model.__dict__[_UNWRAPPED_FORWARD] is not None:
+        state["forward"] = model.__dict__[_UNWRAPPED_FORWARD]
+    return state
 
 
 def _autocast(forward: Callable[..., Any], device_type: str) -> Callable[..., Any]:

@@ -46,6 +46,10 @@ class BasicVariantGenerator(Searcher):
         ({'a': 1}, {'a': 2}, 'FINISHED')
     """
 
+    # Counted once (a state saved before they existed reads these defaults).
+    _total: int | None = None
+    _space_combos: int | None = None
+
     def __init__(
         self,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
@@ -75,11 +79,17 @@ class BasicVariantGenerator(Searcher):
         super().set_search_properties(metric, mode, config)
         self._space = dict(config)
         self._num_samples = int(spec.get("num_samples", 1))
+        self._total = self._space_combos = None
         return True
 
     @property
     def total_trials(self) -> int:
         """How many configs this generator gives in all (-1: without end)."""
+        if self._total is None:  # asked before every trial: counted once
+            self._total = self._count_trials()
+        return self._total
+
+    def _count_trials(self) -> int:
         if self._num_samples < 0:
             return -1
         points = range(len(self._points))
@@ -105,10 +115,18 @@ class BasicVariantGenerator(Searcher):
         config = self._variant(space, self._sample, self._combo)
         self._index += 1
         self._combo += 1
-        if self._combo >= num_grid_variants(space):
+        if self._combo >= self._num_combos(space):
             self._sample, self._combo = self._sample + 1, 0
         self._live.add(trial_id)
         return config
+
+    def _num_combos(self, space: dict[str, Any]) -> int:
+        """The grid combinations of a sample's space (a point's own, or the space's)."""
+        if space is not self._space:
+            return num_grid_variants(space)
+        if self._space_combos is None:
+            self._space_combos = num_grid_variants(space)
+        return self._space_combos
 
     def _variant(self, space: dict[str, Any], sample: int, combo: int) -> dict[str, Any]:
         grid = grid_variant(space, combo)

@@ -1,9 +1,9 @@
 """OptunaSearch: Ray Tune's Optuna searcher, on Optuna's ask/tell interface.
 
 The study lives in memory while the experiment runs (Optuna's SQL storage costs tens of
-milliseconds per trial); the Tuner copies its finished trials into ``optuna.db`` in the
-experiment directory whenever it saves the experiment state, so the study can be opened
-with ``optuna.load_study`` afterwards.
+milliseconds per trial); the Tuner writes its finished trials into ``optuna.db`` in the
+experiment directory when the experiment ends (or is interrupted), so the study can be
+opened with ``optuna.load_study`` afterwards.
 """
 
 from __future__ import annotations
@@ -75,7 +75,6 @@ class OptunaSearch(Searcher):
         # trial run again is told to the same Optuna trial), and the live objects.
         self._live: dict[str, int] = {}
         self._objects: dict[str, Any] = {}
-        self._saved: set[int] = set()
         self._exhausted = False
         if self._space is not None:
             _flatten_space(self._space)  # a space Optuna cannot take fails here, at once
@@ -193,39 +192,26 @@ class OptunaSearch(Searcher):
         return self._exhausted
 
     def save_to_sqlite(self, path: str) -> None:
-        """Copy the study's finished trials not copied yet into the SQLite file ``path``
-        (``optuna.load_study(study_name="lockstep", storage=f"sqlite:///{path}")``)."""
-        import optuna
+        """Write the study's finished trials into the SQLite file ``path``, replacing it
+        whole (``optuna.load_study(study_name="lockstep", storage=f"sqlite:///{path}")``).
 
+        The file is built next to ``path`` and renamed over it once whole, so that a
+        driver killed meanwhile leaves the previous copy: no journal and no flush per
+        transaction are needed (the Tuner syncs the filesystem before its snapshot).
+        """
         if self._study is None:
             return
-        finished = [
-            t
-            for t in self._study.get_trials(deepcopy=False)
-            if t.state.is_finished() and t.number not in self._saved
-        ]
-        if not finished and os.path.exists(path):
-            return
-        if not os.path.exists(path):
-            with open(path, "wb") as f:
-                f.write(_empty_database())
-        storage = optuna.storages.RDBStorage(
-            f"sqlite:///{path}", skip_table_creation=True, skip_compatibility_check=True
-        )
+        finished = [t for t in self._study.get_trials(deepcopy=False) if t.state.is_finished()]
+        template, study_id = _study_database(self._study.direction)
+        tmp = f"{path}.tmp-{os.getpid()}"
         try:
-            target = optuna.create_study(
-                storage=storage,
-                study_name=STUDY_NAME,
-                direction=self._study.direction,
-                load_if_exists=True,
-            )
-            try:
-                _bulk_add(storage, target._study_id, finished)
-            except Exception:
-                target.add_trials(finished)  # Optuna's own path, one transaction per trial
+            with open(tmp, "wb") as f:
+                f.write(template)
+            _add_trials(tmp, study_id, finished)
+            os.replace(tmp, path)
         finally:
-            storage.engine.dispose()
-        self._saved.update(t.number for t in finished)
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -233,29 +219,68 @@ class OptunaSearch(Searcher):
         return state
 
 
-_EMPTY: bytes | None = None
+_TEMPLATES: dict[Any, tuple[bytes, int]] = {}
 
 
-def _empty_database() -> bytes:
-    """An SQLite file with Optuna's tables and no study, made once per process.
+def _study_database(direction: Any) -> tuple[bytes, Any]:
+    """An SQLite file with Optuna's tables and the study ``"lockstep"`` optimising in
+    ``direction``, and the study's id; made once per process and direction.
 
-    Creating the tables costs Optuna about half a second; copying the file costs nothing.
+    Creating the tables and the study costs Optuna about half a second; copying the file
+    costs nothing.
     """
-    global _EMPTY
-    if _EMPTY is None:
+    if direction not in _TEMPLATES:
         import tempfile
 
         import optuna
 
         with tempfile.TemporaryDirectory(prefix="lockstep-optuna-") as tmp:
-            path = os.path.join(tmp, "empty.db")
-            optuna.storages.RDBStorage(f"sqlite:///{path}").engine.dispose()
+            path = os.path.join(tmp, "study.db")
+            storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+            try:
+                study = optuna.create_study(
+                    storage=storage, study_name=STUDY_NAME, direction=direction
+                )
+                study_id = study._study_id
+            finally:
+                storage.engine.dispose()
             with open(path, "rb") as f:
-                _EMPTY = f.read()
-    return _EMPTY
+                _TEMPLATES[direction] = (f.read(), study_id)
+    return _TEMPLATES[direction]
 
 
-def _bulk_add(storage: Any, study_id: int, trials: list[Any]) -> None:
+def _add_trials(path: str, study_id: int, trials: list[Any]) -> None:
+    """Insert ``trials`` into the study of the SQLite file ``path``, a copy that nobody
+    reads until it is whole: without a journal, and without a flush per transaction."""
+    import sqlite3
+
+    import sqlalchemy
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        return conn
+
+    engine = sqlalchemy.create_engine("sqlite://", creator=connect)
+    try:
+        _bulk_add(engine, study_id, trials)
+    except Exception:
+        import optuna  # Optuna's own path, one transaction per trial
+
+        storage = optuna.storages.RDBStorage(
+            f"sqlite:///{path}", skip_table_creation=True, skip_compatibility_check=True
+        )
+        try:
+            study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
+            study.add_trials(trials)
+        finally:
+            storage.engine.dispose()
+    finally:
+        engine.dispose()
+
+
+def _bulk_add(engine: Any, study_id: int, trials: list[Any]) -> None:
     """Insert finished trials in one transaction, three statements in all, into Optuna's
     tables (through its SQL models, so that column names follow its version).
 
@@ -266,7 +291,7 @@ def _bulk_add(storage: Any, study_id: int, trials: list[Any]) -> None:
     from sqlalchemy import func, insert, select
 
     trial_rows, param_rows, value_rows = [], [], []
-    with storage.engine.begin() as conn:
+    with engine.begin() as conn:
         first_id = (conn.execute(select(func.max(models.TrialModel.trial_id))).scalar() or 0) + 1
         number = conn.execute(
             select(func.count()).where(models.TrialModel.study_id == study_id)

@@ -109,3 +109,25 @@ def test_appended_lines_are_the_lines_a_whole_rewrite_writes(tmp_path):
     table = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [r["name"] for r in table] == ["a,b", "line\nbreak", "plain", "ü"]
     assert [r["nested/a/b"] for r in table] == ["", "", "2", "3"]
+
+
+def test_a_new_runs_first_row_creates_both_files_by_appending(tmp_path, monkeypatch):
+    run_dir = StorageDir.from_uri(tmp_path)
+    written = []
+    monkeypatch.setattr(
+        type(run_dir), "write_atomic", lambda self, rel, data, **kw: written.append(rel)
+    )
+    log = RunLog(run_dir)
+    log.append({"loss": 1.0, "training_iteration": 1})
+    log.append({"loss": 0.5, "training_iteration": 2})
+    log.close()
+    assert written == []  # no whole-file rewrite: two files opened for appending
+    assert read_results(run_dir) == [
+        {"loss": 1.0, "training_iteration": 1},
+        {"loss": 0.5, "training_iteration": 2},
+    ]
+    rows = list(csv.DictReader((tmp_path / "progress.csv").open()))
+    assert rows == [
+        {"loss": "1.0", "training_iteration": "1"},
+        {"loss": "0.5", "training_iteration": "2"},
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import optuna
 import pytest
@@ -298,4 +299,25 @@ def test_wrapped_searches_save_their_studies_too(tmp_path):
     storage = f"sqlite:///{path}"
     (trial,) = optuna.load_study(study_name="lockstep", storage=storage).trials
     assert trial.value == 1.5
+    optuna.storages.RDBStorage(storage).engine.dispose()
+
+
+def test_the_sqlite_copy_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    from lockstep.tune.search import _optuna
+
+    searcher = search(seed=0)
+    run_study(searcher, 3)
+    path = str(tmp_path / "optuna.db")
+    searcher.save_to_sqlite(path)
+    run_study(searcher, 2)
+
+    def fails(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_optuna, "_add_trials", fails)
+    with pytest.raises(OSError, match="disk full"):
+        searcher.save_to_sqlite(path)
+    assert os.listdir(tmp_path) == ["optuna.db"]  # no half-written copy left
+    storage = f"sqlite:///{path}"
+    assert len(optuna.load_study(study_name="lockstep", storage=storage).trials) == 3
     optuna.storages.RDBStorage(storage).engine.dispose()

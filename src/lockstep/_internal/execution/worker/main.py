@@ -42,6 +42,7 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
         start = conn.recv()
     stack_fd = None
     if not in_process:
+        _allow(start.allowed_cpus)
         _extend_sys_path(start.sys_path)
         stack_fd = _dump_stacks_on_signal()
     on_lost = None if in_process else _exit_now
@@ -49,7 +50,8 @@ def run_worker(conn: Connection, *, in_process: bool, start: WorkerStart | None 
     session_module.install(session, process_wide=not in_process)
     backend = start.backend
     try:
-        _check_run_dir_visible(start)
+        if not in_process:  # a thread of the driver sees what the driver sees
+            _check_run_dir_visible(start)
         backend.on_worker_start(start.context, session)
         _bind_to(start.cpus)
         # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
@@ -115,6 +117,13 @@ def _check_run_dir_visible(start: WorkerStart) -> None:
             "storage_path on storage every worker shares (a local path on one machine, an "
             "NFS mount, or s3:// / gs://); memory:// works only with num_workers=0"
         )
+
+
+def _allow(cpus: tuple[int, ...] | None) -> None:
+    """Run on ``cpus``, the driver's, before any thread of the worker starts (threads
+    inherit the CPUs of the thread that starts them)."""
+    if cpus is not None and set(cpus) != os.sched_getaffinity(0):
+        os.sched_setaffinity(0, cpus)
 
 
 def _bind_to(cpus: tuple[int, ...] | None) -> None:
@@ -222,7 +231,7 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to kill this process when the driver dies, even if it hangs in C code."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -247,15 +256,15 @@ def main() -> None:
 def run_process(fd: int, parent_pid: int) -> None:
     """Run the worker whose connection is ``fd``; exits the process when done."""
     signal.signal(signal.SIGTERM, stop_handler)
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     try:
         code = run_worker(Connection(fd), in_process=False)
     except WorkerStopped:  # told to stop while already reporting a result or a failure
         code = 128 + signal.SIGTERM
-    _exit(code)
+    exit_process(code)
 
 
-def _exit(code: int) -> None:
+def exit_process(code: int) -> None:
     """Exit without the interpreter's teardown, as a Ray worker does.
 
     Tearing down the modules costs 30 ms, or hundreds with torch or pandas loaded, and the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,8 +13,10 @@ from lockstep._core.storage import RESULT_AUTO_KEYS
 def clean_metrics(metrics: object) -> dict[str, Any]:
     """Return ``metrics`` as plain JSON data, or raise UsageError naming the bad entry.
 
-    Single numbers held by an array library (numpy scalars, 0-d or one-element arrays and
-    tensors) become Python numbers; anything else that JSON cannot hold is an error.
+    Single numbers held by an array library (numpy scalars, 0-d or one-element arrays, 0-d
+    tensors such as a loss) become Python numbers; anything else that JSON cannot hold is
+    an error. A torch tensor with dimensions is an error even with one element (a weight,
+    a state dict's entry), as Ray refuses tensors in metrics.
     """
     if not isinstance(metrics, Mapping):
         raise UsageError(
@@ -58,7 +59,8 @@ def check_score(metrics: Mapping[str, Any], attribute: str | None) -> None:
             "every checkpoint, or change CheckpointConfig(checkpoint_score_attribute=...)"
         )
     score = metrics[attribute]
-    if isinstance(score, bool) or not isinstance(score, int | float) or math.isnan(score):
+    # NaN is a number here: a diverging loss ranks its checkpoint last, as in Ray.
+    if isinstance(score, bool) or not isinstance(score, int | float):
         raise UsageError(
             f"checkpoint_score_attribute {attribute!r} must be a number, got {score!r}"
         )
@@ -70,6 +72,8 @@ _ARRAY_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "tensorflow")
 def _numpy_scalar(value: Any) -> Any:
     # np.float32(1.0), torch.tensor(0.5), np.array([3]): one unambiguous number each, so
     # accept them as Python numbers (.item()); bigger arrays still fail with a hint.
+    if _is_torch_tensor_with_dimensions(value):
+        raise TypeError(type(value).__name__)
     if type(value).__module__.split(".")[0] in _ARRAY_LIBRARIES:
         size = value.numel() if hasattr(value, "numel") else getattr(value, "size", None)
         if size == 1:
@@ -89,7 +93,25 @@ def _check_entry(key: object, value: Any) -> None:
             if hasattr(value, "item")
             else "report numbers, strings, lists or dicts"
         )
+        if _holds_tensor_with_dimensions(value):
+            hint = (
+                "a tensor with dimensions is data, not a metric, whatever its size (Ray "
+                "refuses tensors in metrics too): report loss.item(), and save weights in "
+                "the checkpoint"
+            )
         raise UsageError(
             f"metric {key!r} is a {type(value).__name__}, which is not JSON-serialisable. "
             f"HINT: {hint}"
         ) from exc
+
+
+def _is_torch_tensor_with_dimensions(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and getattr(value, "ndim", 0) > 0
+
+
+def _holds_tensor_with_dimensions(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_holds_tensor_with_dimensions(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_tensor_with_dimensions(v) for v in value)
+    return _is_torch_tensor_with_dimensions(value)

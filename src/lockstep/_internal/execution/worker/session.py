@@ -93,6 +93,9 @@ class WorkerSession:
         )
         self._conn = conn
         self._start = start
+        self.score_attribute = start.score_attribute  # what checkpoints are ranked by
+        # The driver sent Stop (a worker that ignores a scheduler's SIGTERM takes its own)
+        self.stop_requested = False
         self._latest = start.checkpoint
         self._reported = start.reported
         self._pending_commits: list[_Reply] = []
@@ -402,6 +405,7 @@ class WorkerSession:
                 self._resolve("collective", message.seq, message)
             elif isinstance(message, Stop) and self._on_driver_lost is not None:
                 # Raise in the main thread through the process's own SIGTERM handler.
+                self.stop_requested = True
                 os.kill(os.getpid(), signal.SIGTERM)
         self._driver_lost()
 

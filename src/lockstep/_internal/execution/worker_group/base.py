@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import os
 import select
 import selectors
 import socket
@@ -36,7 +35,6 @@ from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import STAGING_DIR, StorageDir
 from lockstep._internal.backends.base import Backend, WorkerGroupInfo
 from lockstep._internal.execution.messages import (
-    STACK_SIGNAL,
     CheckpointCommitted,
     CollectiveReply,
     CollectiveRequest,
@@ -186,19 +184,7 @@ class ConnectedWorkerGroup(abc.ABC):
         read with py-spy when it is installed; a rank on another node is left out.
         """
         pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}
-        signalled = {}
-        for rank, pid in pids.items():
-            if rank in self._stack_fds:
-                try:
-                    os.kill(pid, STACK_SIGNAL)
-                    signalled[rank] = f"/proc/{pid}/fd/{self._stack_fds[rank]}"
-                except OSError:
-                    continue
-        texts = stacks.read_when_written(signalled, timeout)
-        for rank, pid in pids.items():
-            if not stacks.has_stack(texts.get(rank, "")):
-                texts[rank] = stacks.py_spy_dump(pid)
-        return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
+        return stacks.collect(pids, self._stack_fds, timeout)
 
     def _worker_pids(self) -> dict[int, int]:
         """The pid of each worker running on this machine, by rank."""
@@ -408,17 +394,16 @@ def _readable(conn: Connection) -> bool:
 
 class ByValue:
     """Pickles ``obj`` with cloudpickle, so that classes defined in a function or in
-    ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself."""
+    ``__main__`` (a user's Backend, say) reach the workers; unpickles as ``obj`` itself.
+    Pickled only when sent (an inline worker is handed ``obj`` as it is)."""
 
     def __init__(self, obj: Any) -> None:
-        import cloudpickle
-
-        self._data = bytes(cloudpickle.dumps(obj))
+        self._obj = obj
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         import cloudpickle
 
-        return cloudpickle.loads, (self._data,)
+        return cloudpickle.loads, (bytes(cloudpickle.dumps(self._obj)),)
 
 
 _MAX_BATCH = 256  # messages taken from one worker before the others get a turn

@@ -51,10 +51,11 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
 
     @staticmethod
     def _run(conn: Connection, start: WorkerStart) -> None:
-        try:
-            run_worker(conn, in_process=True, start=start)
-        finally:
-            conn.close()
+        # The worker's end is not closed here: the session's reader thread may be about
+        # to read it, and a descriptor closed under it is soon another pipe's (the next
+        # Tune trial's), whose messages it would take. It is closed when the last
+        # reference goes, once the reader has seen the driver's end close.
+        run_worker(conn, in_process=True, start=start)
 
     def _lost(self, rank: int) -> WorkerFailure:
         return lost_connection(rank, os.getpid())

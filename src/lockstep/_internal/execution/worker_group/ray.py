@@ -16,17 +16,12 @@ import logging
 import os
 import secrets
 import signal
-import socket
-import struct
 import time
 import warnings
 from dataclasses import dataclass, replace
-from multiprocessing import AuthenticationError
 from multiprocessing.connection import (
     Client,
     Connection,
-    answer_challenge,
-    deliver_challenge,
 )
 from typing import Any
 
@@ -52,13 +47,11 @@ from lockstep._internal.execution.worker_group.base import (
     WorkerGroupSpec,
     lost_connection,
 )
+from lockstep._internal.execution.worker_group.listener import Listener
 
 # How long to wait for the cluster to fit the workers, and for them to connect back.
 _PLACEMENT_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 120.0
-# How long a connecting peer has to pass the key check: one that stays silent must not
-# hold up the workers queued behind it.
-_HANDSHAKE_TIMEOUT_S = 10.0
 # How often an elastic run, while its workers are placed, checks that they still fit.
 _ELASTIC_CHECK_S = 2.0
 # How often the group asks Ray's GCS which nodes are draining (as Ray Train's own
@@ -190,7 +183,7 @@ class RayWorkerGroup(ConnectedWorkerGroup):
         self._actors: dict[int, Any] = {}
         self._refs: dict[int, Any] = {}
         self._info: dict[int, NodeInfo] = {}
-        self._server: socket.socket | None = None
+        self._listener: Listener | None = None
         self._drain_checked = 0.0
         self._drain_seen = False
 
@@ -290,46 +283,28 @@ class RayWorkerGroup(ConnectedWorkerGroup):
     def _launch(
         self, spec: WorkerGroupSpec, starts: dict[int, WorkerStart]
     ) -> dict[int, Connection]:
-        authkey = secrets.token_bytes(32)
         # Where the workers reach the driver; every other interface stays closed.
-        host = self._plan.listen_host
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._server = socket.create_server((host, 0), family=family)
-        address = (host, self._server.getsockname()[1])
+        self._listener = Listener(self._plan.listen_host, secrets.token_bytes(32))
+        address = self._listener.address
         logger.debug("waiting for %d workers to connect to %s:%d", len(starts), *address)
         for rank, actor in self._actors.items():
             start = starts[rank]
             env = {"OMP_NUM_THREADS": str(max(1, int(self._plan.num_cpus_per_worker)))}
             env.update(spec.backend.worker_env(start.context))
-            self._refs[rank] = actor.run.remote(address, authkey, start, env)
+            self._refs[rank] = actor.run.remote(address, self._listener.key, start, env)
         try:
-            return self._accept(len(starts), authkey)
+            return self._listener.accept(
+                len(starts), timeout=_CONNECT_TIMEOUT_S, check=self._raise_if_dead
+            )
+        except TimeoutError:
+            raise RuntimeError("Ray workers did not connect to the driver") from None
         finally:
             self._close_server()  # nothing listens once every worker is in
 
-    def _accept(self, count: int, authkey: bytes) -> dict[int, Connection]:
-        """The workers' connections, by rank; fails if a worker dies before it connects."""
-        assert self._server is not None
-        self._server.settimeout(1.0)
-        conns: dict[int, Connection] = {}
-        deadline = time.monotonic() + _CONNECT_TIMEOUT_S
-        while len(conns) < count:
-            try:
-                sock, peer = self._server.accept()
-            except TimeoutError:
-                sock = None
-            if sock is not None and (worker := _authenticated(sock, peer, authkey)):
-                conns[worker[0]] = worker[1]
-                continue
-            self._raise_if_dead(conns)
-            if time.monotonic() > deadline:
-                raise RuntimeError("Ray workers did not connect to the driver")
-        return conns
-
     def _close_server(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
     def _raise_if_dead(self, connected: dict[int, Connection]) -> None:
         waiting = [ref for rank, ref in self._refs.items() if rank not in connected]
@@ -380,32 +355,3 @@ class RayWorkerGroup(ConnectedWorkerGroup):
             self._pg = None
         self._close_server()
         self._actors, self._refs, self._info = {}, {}, {}
-
-
-def _authenticated(sock: socket.socket, peer: Any, authkey: bytes) -> tuple[int, Connection] | None:
-    """The rank and connection of a worker that passed the key check; None, logged, for a
-    peer that failed it (or stayed silent, or hung up)."""
-    sock.setblocking(True)
-    # A receive timeout on the socket itself, which the Connection's plain reads obey.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(_HANDSHAKE_TIMEOUT_S))
-    conn = Connection(os.dup(sock.fileno()))
-    try:
-        deliver_challenge(conn, authkey)
-        answer_challenge(conn, authkey)
-        rank = conn.recv()
-    except (AuthenticationError, OSError, EOFError) as exc:
-        conn.close()
-        logger.warning(
-            "refused a connection to the driver from %s: it failed the run's key check (%s)",
-            peer[0],
-            type(exc).__name__,
-        )
-        return None
-    finally:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
-        sock.close()  # the Connection holds its own descriptor of the socket
-    return rank, conn
-
-
-def _timeval(seconds: float) -> bytes:
-    return struct.pack("ll", int(seconds), int(seconds % 1 * 1e6))

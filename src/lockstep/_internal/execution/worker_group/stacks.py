@@ -8,12 +8,38 @@ controller's ``hang`` module reads.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from lockstep._internal.execution.messages import STACK_SIGNAL
+
 PY_SPY_TIMEOUT_S = 10.0
+
+
+def collect(
+    pids: dict[int, int], fds: Mapping[int, int | None], timeout: float
+) -> dict[int, tuple[int, str]]:
+    """The stacks of the workers of ``pids`` (by rank) on this machine, with their pids:
+    each worker with a stack file (``fds``, its descriptor) is signalled and writes its own,
+    from a handler in C, so one stuck in C code answers too; one without, or that does not
+    answer, is read with py-spy when it is installed."""
+    signalled = {}
+    for rank, pid in pids.items():
+        if fds.get(rank) is not None:
+            try:
+                os.kill(pid, STACK_SIGNAL)
+                signalled[rank] = f"/proc/{pid}/fd/{fds[rank]}"
+            except OSError:
+                continue
+    texts = read_when_written(signalled, timeout)
+    for rank, pid in pids.items():
+        if not has_stack(texts.get(rank, "")):
+            texts[rank] = py_spy_dump(pid)
+    return {rank: (pid, texts[rank]) for rank, pid in pids.items()}
 
 
 def read_when_written(paths: dict[int, str], timeout: float) -> dict[int, str]:

@@ -23,15 +23,27 @@ def test_single_numbers_of_array_libraries_become_python_numbers():
     cleaned = clean_metrics(
         {
             "t": torch.tensor(0.25),
-            "t1": torch.tensor([3]),
+            "ti": torch.tensor(3),
             "a1": np.array([1.5]),
             "a0": np.array(2.0),
         }
     )
-    assert cleaned == {"t": 0.25, "t1": 3, "a1": 1.5, "a0": 2.0}
-    assert type(cleaned["t1"]) is int
+    assert cleaned == {"t": 0.25, "ti": 3, "a1": 1.5, "a0": 2.0}
+    assert type(cleaned["ti"]) is int
     with pytest.raises(UsageError, match=r"metric 'w' is a Tensor.*HINT"):
         clean_metrics({"w": torch.zeros(2)})
+
+
+def test_a_tensor_with_dimensions_is_refused_whatever_its_size():
+    """As Ray refuses tensors in metrics (a state dict reported by mistake): a 0-d tensor,
+    a loss, is a number; a one-element weight is data."""
+    import torch
+
+    state = torch.nn.Linear(1, 1).state_dict()  # weight (1, 1), bias (1,)
+    with pytest.raises(UsageError, match=r"metric 'weight' is a Tensor.*tensor with dimensions"):
+        clean_metrics(state)
+    with pytest.raises(UsageError, match="tensor with dimensions"):
+        clean_metrics({"nested": {"t": torch.tensor([3])}})
 
 
 def test_nan_is_a_number():

@@ -234,7 +234,9 @@ def _fresh_stdio() -> None:
 
 
 def _reseed(num_threads: int) -> None:
-    """Every fork shares its parent's random state: give each worker its own."""
+    """Every fork shares its parent's random state: give each worker its own; and its
+    parent's thread counts: give each its own."""
+    import ctypes
     import random
 
     random.seed()
@@ -245,6 +247,15 @@ def _reseed(num_threads: int) -> None:
     if torch is not None:
         torch.seed()
         torch.set_num_threads(num_threads)
+    lightgbm: Any = sys.modules.get("lightgbm")
+    if lightgbm is not None:
+        # LightGBM's parallel regions default to OpenMP's thread count, which its runtime
+        # read from the driver (every core); in a fork of a driver whose OpenMP pool ran,
+        # a region of more than one thread waits forever for the pool's threads (loading
+        # a model, say). Workers of several threads are not forked from such a driver.
+        set_max_threads = getattr(lightgbm.basic._LIB, "LGBM_SetMaxThreads", None)  # >= 4.2
+        if set_max_threads is not None:
+            set_max_threads(ctypes.c_int(num_threads))
 
 
 def _die_with(pid: int, death_signal: bool = True) -> None:

@@ -29,9 +29,9 @@ from lockstep._internal.execution.worker_group.base import (
     WorkerGroupSpec,
     lost_connection,
 )
+from lockstep._internal.execution.worker_group.output import OutputPump
 from lockstep._internal.execution.worker_group.process import forkserver, shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
-from lockstep._internal.execution.worker_group.process.output import OutputPump
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
 OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
@@ -65,12 +65,14 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
             raise
         self._pump.start()
         threads = max(1, int(self._plan.num_cpus_per_worker))
+        allowed = driver_cpus()
         starts = {
             rank: replace(
                 start,
                 cpus=worker_cpus(start.context.local_rank, start.context.local_world_size, threads)
                 if spec.backend.pin_cpus and flags.PIN_WORKERS.get()
                 else None,
+                allowed_cpus=allowed,
             )
             for rank, start in starts.items()
         }
@@ -281,6 +283,14 @@ def _start(
         stderr=err_fd,
         start_new_session=True,
     )
+
+
+def driver_cpus() -> tuple[int, ...] | None:
+    """The CPUs this process may run on now, which the workers it starts get too: the fork
+    server was forked with the CPUs of its time, and a run that grew counts more now."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return tuple(sorted(os.sched_getaffinity(0)))
 
 
 def worker_cpus(local_rank: int, local_world_size: int, threads: int) -> tuple[int, ...] | None:

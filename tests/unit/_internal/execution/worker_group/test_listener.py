@@ -1,4 +1,4 @@
-"""The Ray driver's key check on one incoming connection, without a cluster."""
+"""The driver listener's key check on one incoming connection, without a cluster."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from multiprocessing.connection import Client
 
 import pytest
 
-from lockstep._internal.execution.worker_group import ray as ray_group
+from lockstep._internal.execution.worker_group import listener
 
 KEY = b"k" * 32
 
@@ -28,7 +28,7 @@ def test_a_worker_with_the_key_is_let_in_with_its_rank(server):
     thread = threading.Thread(target=worker)
     thread.start()
     sock, peer = server.accept()
-    rank, conn = ray_group._authenticated(sock, peer, KEY)
+    rank, conn = listener.authenticated(sock, peer, KEY)
     conn.send("bye")
     thread.join()
     conn.close()
@@ -36,8 +36,8 @@ def test_a_worker_with_the_key_is_let_in_with_its_rank(server):
 
 
 def test_a_silent_peer_is_dropped_after_the_handshake_timeout(server, monkeypatch, caplog):
-    monkeypatch.setattr(ray_group, "_HANDSHAKE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(listener, "HANDSHAKE_TIMEOUT_S", 0.2)
     with socket.create_connection(server.getsockname()):
         sock, peer = server.accept()
-        assert ray_group._authenticated(sock, peer, KEY) is None
+        assert listener.authenticated(sock, peer, KEY) is None
     assert "refused a connection to the driver from 127.0.0.1" in caplog.text

@@ -6,7 +6,7 @@ import io
 import os
 import sys
 
-from lockstep._internal.execution.worker_group.process.output import TAIL_LINES, OutputPump
+from lockstep._internal.execution.worker_group.output import TAIL_LINES, OutputPump
 
 
 def test_the_last_lines_of_both_streams_are_kept_per_rank(monkeypatch):
