@@ -2,7 +2,8 @@
 
 Each worker fits y = 3x + 2 by gradient descent on its own samples (numpy only), saves
 its state every epoch, and resumes from the latest checkpoint, as a real training
-script does. A failure is injected once on rank 1 to show the run recovering.
+script does. A failure is injected once on rank 1 to show the run recovering; the run
+ends exactly as a run without it would (tests/integration/test_bitwise_resume.py checks).
 
 Install and run, from the repository's root:
 
@@ -34,23 +35,26 @@ from lockstep.train import (
 
 
 def train_func(config: dict) -> dict:
-    ctx = train.get_context()
-    rng = np.random.default_rng(ctx.get_world_rank())
+    rank = train.get_context().get_world_rank()
+    rng = np.random.default_rng(rank)
     x = rng.uniform(-1, 1, 256)
     y = 3 * x + 2 + rng.normal(0, 0.1, 256)
+    # Each rank fits its own samples, so each keeps its own state in the checkpoint.
+    state_file = f"state_rank_{rank}.json"
     weight, bias, start = 0.0, 0.0, 0
     if checkpoint := train.get_checkpoint():
-        with checkpoint.as_directory() as d, open(os.path.join(d, "state.json")) as f:
+        with checkpoint.as_directory() as d, open(os.path.join(d, state_file)) as f:
             state = json.load(f)
         weight, bias, start = state["weight"], state["bias"], state["epoch"] + 1
     for epoch in range(start, config["epochs"]):
-        config["fault"].fire_if_due(epoch)
+        for fault in config.get("faults", []):
+            fault.fire_if_due(epoch)
         error = weight * x + bias - y
         weight -= config["lr"] * 2 * float(np.mean(error * x))
         bias -= config["lr"] * 2 * float(np.mean(error))
         loss = float(np.mean((weight * x + bias - y) ** 2))
         with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "state.json"), "w") as f:
+            with open(os.path.join(d, state_file), "w") as f:
                 json.dump({"weight": weight, "bias": bias, "epoch": epoch}, f)
             train.report({"epoch": epoch, "loss": loss}, checkpoint=Checkpoint.from_directory(d))
     return {"weight": weight, "bias": bias}
@@ -68,7 +72,7 @@ def main() -> None:
         train_loop_config={
             "epochs": args.epochs,
             "lr": 0.5,
-            "fault": Fault(kind="raise", rank=1, at_epoch=args.epochs // 2),
+            "faults": [Fault(kind="raise", rank=1, at_epoch=args.epochs // 2)],
         },
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(

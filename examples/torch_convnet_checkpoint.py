@@ -1,7 +1,9 @@
 """A ConvNet with checkpoint save and resume, on 8x8 digits (MNIST in the Ray Train material).
 
 The first fit trains a few epochs; the second fit with the same run name continues from the
-latest checkpoint (model and optimizer state), as after an interruption.
+latest checkpoint, as after an interruption. The checkpoint holds the model, the optimizer
+and every rank's random generators (``train.save_rng_state``), so the continued run draws
+the same dropout masks as one never interrupted and ends with the same weights, bit for bit.
 
 Install and run, from the repository's root:
 
@@ -24,7 +26,12 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lockstep import train
 from lockstep.train import Checkpoint, CheckpointConfig, RunConfig, ScalingConfig
-from lockstep.train.torch import TorchTrainer, prepare_data_loader, prepare_model
+from lockstep.train.torch import (
+    TorchTrainer,
+    enable_reproducibility,
+    prepare_data_loader,
+    prepare_model,
+)
 
 
 class ConvNet(nn.Module):
@@ -57,6 +64,8 @@ def digits():
 
 
 def train_loop_per_worker(config):
+    # Every generator seeded (random, numpy, torch): the same initial weights in every run.
+    enable_reproducibility(seed=config.get("seed", 0))
     train_loader = prepare_data_loader(
         DataLoader(digits(), batch_size=config["batch_size"], shuffle=True)
     )
@@ -67,11 +76,15 @@ def train_loop_per_worker(config):
     if checkpoint:
         with checkpoint.as_directory() as checkpoint_dir:
             state = torch.load(os.path.join(checkpoint_dir, "checkpoint.pt"))
+            # the generators as they were at the checkpoint, not as the seed set them
+            train.load_rng_state(checkpoint_dir)
         model.module.load_state_dict(state["model_state_dict"])
         optimizer.load_state_dict(state["optimizer_state_dict"])
         start_epoch = state["epoch"] + 1
         print(f"Resuming from epoch {start_epoch}")
     for epoch in range(start_epoch, config["epochs"]):
+        for fault in config.get("faults", []):  # failures a recovery test injects
+            fault.fire_if_due(epoch)
         train_loader.sampler.set_epoch(epoch)
         model.train()
         total_loss, correct, seen = 0.0, 0, 0
@@ -95,6 +108,7 @@ def train_loop_per_worker(config):
                     },
                     os.path.join(temp_checkpoint_dir, "checkpoint.pt"),
                 )
+            train.save_rng_state(temp_checkpoint_dir)  # every rank's own
             train.report(metrics, checkpoint=Checkpoint.from_directory(temp_checkpoint_dir))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 
@@ -61,6 +63,9 @@ def test_every_demo_option_has_help_and_shows_its_default():
         (["demo", "--epochs", "many"], "argument --epochs: 'many' is not a whole number"),
         (["demo", "--storage-path", "/proc/lockstep"], "--storage-path '/proc/lockstep' cannot"),
         (["no-such-command"], "invalid choice: 'no-such-command'"),
+        (["demo", "--bogus"], "lockstep demo: error: unrecognized arguments: --bogus"),
+        (["runs", "list", "-x"], "lockstep runs list: error: unrecognized arguments: -x"),
+        (["runs", "show", "r", "--metric", "m"], "lockstep runs show: error: unrecognized"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )
@@ -88,6 +93,8 @@ def test_doctor_shows_versions_and_backends_with_their_fix():
     for i, line in enumerate(backends):
         if "not usable:" in line:  # every backend that cannot be used says how to fix it
             assert backends[i + 1].strip().startswith("fix: "), line
+            # a command that only shows what is wrong fixes nothing
+            assert not backends[i + 1].strip().startswith("fix: nvidia-smi"), line
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
@@ -138,6 +145,63 @@ def test_demo_is_seeded_writes_to_the_storage_variable_and_plots(tmp_path):
         rows = (tmp_path / name / "result.json").read_text().splitlines()
         curves.append([{k: json.loads(r)[k] for k in ("train_loss", "val_loss")} for r in rows])
     assert curves[0] == curves[1]
+
+
+def start_demo(*args: str, storage, one_cpu: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [LOCKSTEP, "demo", "--storage-path", str(storage), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # one CPU: two workers ask for more CPUs than there are, whatever the machine
+        preexec_fn=(lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+        if one_cpu
+        else None,
+    )
+
+
+def test_demo_says_what_it_does_first_and_lockstep_warnings_are_one_plain_line(tmp_path):
+    demo = start_demo("--epochs", "1", "--limit", "60", storage=tmp_path, one_cpu=True)
+    assert demo.stderr is not None
+    first = demo.stderr.readline()
+    out, err = demo.communicate(timeout=600)
+    assert demo.returncode == 0, err
+    assert first == (
+        "[lockstep] demo: a ConvNet on 8x8 digits, 1 epoch on 2 workers; loading PyTorch ...\n"
+    )
+    warned = [line for line in err.splitlines() if "warning" in line.lower()]
+    assert warned == [
+        "lockstep demo: warning: ScalingConfig asks for 2 CPUs (2 workers x 1) but this "
+        "machine has 1: the workers will share CPUs, and every step waits for the slowest. "
+        'HINT: use fewer workers, or fewer CPUs each with resources_per_worker={"CPU": ...}'
+    ]
+    assert "sys.exit(main())" not in err and "UserWarning" not in err
+    # what each time covers
+    assert re.search(
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): starting the workers, "
+        r"training, stopping them\): 1 report, 0 restarts",
+        err,
+    ), err
+    assert re.search(
+        r"^Time: \d+\.\d s since the command started: \d+\.\d s the run on 2 workers \(fit\(\), "
+        r"as above\), \d+\.\d s starting, importing PyTorch and drawing the plot$",
+        out,
+        flags=re.M,
+    ), out
+
+
+def test_ctrl_c_before_the_run_started_says_so(tmp_path):
+    demo = start_demo("--epochs", "1", "--limit", "60", storage=tmp_path)
+    assert demo.stderr is not None
+    first = demo.stderr.readline()
+    assert first.startswith("[lockstep] demo: "), first
+    # The first line comes before PyTorch is imported, which takes seconds: the run has
+    # not started yet.
+    demo.send_signal(signal.SIGINT)
+    out, err = demo.communicate(timeout=600)
+    assert demo.returncode == 130
+    assert err.splitlines() == ["lockstep demo: interrupted before the run started"], err
+    assert out == ""
 
 
 def test_doctor_shows_what_launched_it_and_the_topology():

@@ -259,6 +259,8 @@ def test_strategies_and_environment_take_lockstep_ranks(tmp_path):
     assert result.metrics == {"world": 2, "rank": 0}
 
 
+# Lightning says so when the machine has SLURM's srun (as the SLURM tests' machines do)
+@pytest.mark.filterwarnings("ignore:The `srun` command is available")
 def test_prepare_trainer_names_the_missing_strategy():
     import lightning.pytorch as pl
 

@@ -61,7 +61,11 @@ def test_plain_lines_when_not_a_terminal(tmp_path, capfd):
     assert re.fullmatch(r"\[lockstep\] 2 workers ready in \d+\.\d s", ours[2])
     assert "[lockstep] iter 3: loss=0.3333 epoch=2" in ours
     finished = next(i for i, line in enumerate(ours) if "] finished in " in line)
-    assert re.fullmatch(r"\[lockstep\] finished in \d+\.\ds: 3 reports, 0 restarts", ours[finished])
+    assert re.fullmatch(
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): starting the workers, "
+        r"training, stopping them\): 3 reports, 0 restarts",
+        ours[finished],
+    )
     assert re.fullmatch(r"\[lockstep\] time: goodput \d+%: starting .*", ours[finished + 1])
     assert ours[-2:] == [
         f"[lockstep] run directory: {run}",
@@ -163,7 +167,7 @@ def test_live_status_line_on_a_terminal(tmp_path):
         r"iter 4/4 \| .* \| accuracy=0\.75 .* \| attempt 1 \(restarts 0\) \| finished", text
     )
     assert "workers 0/2" not in text
-    assert re.search(r"\[lockstep\] finished in \d+\.\ds: 4 reports, 0 restarts", text)
+    assert re.search(r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): .*\): 4 rep", text)
     assert "[lockstep] see it with: lockstep runs show " in text
 
 

@@ -116,6 +116,8 @@ def test_use_gpu_on_a_cluster_without_gpus_is_an_error():
         DataParallelTrainer(lambda: None, scaling_config=ScalingConfig(use_gpu=True))
 
 
+# Ray Data copies its DataContext field by field, deprecated fields too, and warns of them
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 def test_ray_data_datasets_stream_into_the_workers(run_config):
     import ray
 

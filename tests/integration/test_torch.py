@@ -230,6 +230,8 @@ class Recorder:
         self.results.append(results)
 
 
+# three workers whatever the machine: on fewer CPUs they share them, as lockstep warns
+@pytest.mark.filterwarnings("ignore:ScalingConfig asks for 3 CPUs")
 def test_legacy_trainer_returns_each_ranks_value(tmp_path):
     trainer = Trainer(backend="torch", num_workers=3, logdir=str(tmp_path))
     with pytest.raises(RuntimeError, match=r"before Trainer\.start"):
@@ -291,12 +293,22 @@ def test_demo_end_to_end_at_a_tiny_size(tmp_path):
     assert checkpoints == ["checkpoint_000000", "checkpoint_000001"]
 
 
-def test_the_demo_module_runs_in_process(tmp_path):
-    from lockstep.cli._demo import run_demo
+def test_the_demo_module_runs_in_process_and_plots_one_epoch_on_sane_axes(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from lockstep.cli._demo import draw, run_demo
 
     result = run_demo(epochs=1, storage_path=str(tmp_path), name="inproc", limit=100, verbose=0)
     assert set(result.metrics) == {"epoch", "train_loss", "val_loss", "val_accuracy"}
     assert 0.0 <= result.metrics["val_accuracy"] <= 1.0
+    figure = draw(result)
+    try:
+        for axes in figure.axes:
+            assert axes.get_xlim() == (-1.0, 1.0)  # epoch 0 with room, not -0.04..0.04
+            ticks = [t for t in axes.get_xticks() if -1 <= t <= 1]
+            assert ticks and all(float(t).is_integer() for t in ticks)
+    finally:
+        plt.close(figure)
 
 
 def test_the_demo_plot_fits_its_axes_and_marks_the_best_epoch(tmp_path):

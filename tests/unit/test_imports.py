@@ -22,3 +22,9 @@ def test_a_worker_imports_no_storage_or_dataframe_library_at_start():
     # fsspec, pyarrow and pandas cost a worker 60-300 ms; they load only when used
     modules = imported_after("import lockstep._internal.execution.worker.main")
     assert [m for m in modules if m.split(".")[0] in {"fsspec", "pyarrow", "pandas", *HEAVY}] == []
+
+
+def test_the_demo_command_says_its_first_line_before_any_heavy_import():
+    # lockstep.train alone takes most of a second under load; torch seconds
+    modules = imported_after("import lockstep.cli._main, lockstep.cli._demo_command")
+    assert [m for m in modules if m.split(".")[0] in HEAVY or m == "lockstep.train"] == []

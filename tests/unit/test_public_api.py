@@ -60,6 +60,10 @@ PUBLIC_MODULES = [
 ]
 SNAPSHOT = pathlib.Path(__file__).with_name("public_api.txt")
 
+# Importing lockstep.train.tensorflow warns when tf.keras was used before in the process, as
+# an earlier test of the session may have: the order of the session's tests, not the API.
+pytestmark = pytest.mark.filterwarnings("ignore:tf.keras was used before lockstep.train")
+
 
 def current_api() -> str:
     lines = []

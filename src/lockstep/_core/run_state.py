@@ -25,6 +25,32 @@ class CheckpointRecord:
 
 
 @dataclass
+class AttemptRecord:
+    """One attempt of the run: a worker group started, and how it ended.
+
+    Attributes:
+        number: The attempt's number in the run, from 0.
+        num_workers: Its workers (None: not known, a run of an earlier version).
+        started: When it started (seconds since the epoch).
+        iteration: The run's ``training_iteration`` when it started.
+        ended: ``"finished"``, ``"failed"`` (a worker failed), ``"preempted"`` (its node
+            was drained), ``"resized"`` (an elastic run restarted at another size),
+            ``"restarted"`` (restarted before its workers ran, the capacity having changed),
+            ``"stopped"`` (Ctrl-C or SIGTERM to the driver; the run can be restored),
+            ``"driver lost"`` (the driver ended without a word, e.g. killed), or None while
+            it runs.
+        cause: Why it ended, for a failure or a preemption: the root cause's summary.
+    """
+
+    number: int
+    num_workers: int | None
+    started: float
+    iteration: int
+    ended: str | None = None
+    cause: str | None = None
+
+
+@dataclass
 class RunState:
     """Everything needed to continue a run, in the order it was committed.
 
@@ -41,6 +67,7 @@ class RunState:
         pending: Checkpoints reserved for logged steps and still being uploaded (ASYNC);
             the rows naming them are dropped if the run is reopened before they commit.
         error: The failure summary and traceback when the run failed.
+        history: Every attempt, oldest first: its size and how it ended.
     """
 
     status: str = "running"
@@ -53,6 +80,7 @@ class RunState:
     attempts: int = 0
     pending: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    history: list[AttemptRecord] = field(default_factory=list)
     version: int = STATE_VERSION
 
     def to_json(self) -> bytes:
@@ -67,6 +95,7 @@ class RunState:
                 f"run state version {version!r} is not supported (expected {STATE_VERSION})"
             )
         raw["checkpoints"] = [CheckpointRecord(**c) for c in raw["checkpoints"]]
+        raw["history"] = [AttemptRecord(**a) for a in raw.get("history", [])]
         return cls(**raw)
 
     def record(self, dir_name: str) -> CheckpointRecord | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from typing import Any
 
 from lockstep import train
@@ -52,15 +51,23 @@ def build_model() -> Any:
 
 def train_func(config: dict[str, Any]) -> None:
     """One worker's part: trains on its shard, validates on its shard, reports the means."""
+    import random
+
+    import numpy as np
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     from lockstep.train.torch import prepare_data_loader, prepare_model
 
     limit = config.get("limit")
-    # The same seed on every rank: the same initial weights and dropout masks, so that two
-    # runs with one seed draw the same curves (the samplers shuffle by seed and epoch).
-    torch.manual_seed(config.get("seed", 0))
+    # The same seed on every rank and every generator: the same initial weights and dropout
+    # masks, so that two runs with one seed draw the same curves (the samplers shuffle by
+    # seed and epoch). A resumed run continues from the generators' state in the checkpoint
+    # instead (_resume).
+    seed = config.get("seed", 0)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
     train_set = TensorDataset(*load_digits("train", limit))
     valid_set = TensorDataset(*load_digits("valid", limit))
     train_loader: Any = prepare_data_loader(
@@ -71,6 +78,8 @@ def train_func(config: dict[str, Any]) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
     start = _resume(model, optimizer)
     for epoch in range(start, config["epochs"]):
+        for fault in config.get("faults", ()):  # what a recovery test injects (lockstep.testing)
+            fault.fire_if_due(epoch)
         train_loader.sampler.set_epoch(epoch)
         model.train()
         loss_sum, seen = 0.0, 0
@@ -116,6 +125,8 @@ def _mean_over_workers(total: float, count: int) -> float:
 
 
 def _resume(model: Any, optimizer: Any) -> int:
+    """The epoch to continue from; the model, the optimizer and the random generators
+    (dropout's, the loaders') as they were when the checkpoint was saved."""
     import torch
 
     checkpoint = train.get_checkpoint()
@@ -123,6 +134,7 @@ def _resume(model: Any, optimizer: Any) -> int:
         return 0
     with checkpoint.as_directory() as d:
         state = torch.load(os.path.join(d, "model.pt"), weights_only=True)
+        train.load_rng_state(d)
     getattr(model, "module", model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return int(state["epoch"]) + 1
@@ -139,10 +151,17 @@ def _report_with_checkpoint(metrics: dict[str, Any], model: Any, optimizer: Any)
                 "epoch": metrics["epoch"],
             }
             torch.save(state, os.path.join(d, "model.pt"))
+        train.save_rng_state(d)  # every rank's: each draws its own dropout masks
         train.report(metrics, checkpoint=train.Checkpoint.from_directory(d))
 
 
-def run_demo(
+def run_demo(**options: Any) -> Result:
+    """Train the demo model (options as :func:`demo_trainer`'s); returns the run's Result."""
+    result: Result = demo_trainer(**options).fit()
+    return result
+
+
+def demo_trainer(
     *,
     epochs: int = 15,
     num_workers: int = 2,
@@ -152,8 +171,8 @@ def run_demo(
     verbose: int = 1,
     seed: int = 0,
     resume_hint: str | None = None,
-) -> Result:
-    """Train the demo model; returns the run's Result.
+) -> Any:
+    """The demo's TorchTrainer.
 
     ``storage_path`` None is the default storage place, ``~/lockstep_results`` unless
     ``LOCKSTEP_STORAGE_PATH`` says otherwise.
@@ -164,7 +183,7 @@ def run_demo(
         def _resume_hint(self, run_dir: Any) -> str:
             return resume_hint or super()._resume_hint(run_dir)
 
-    trainer = DemoTrainer(
+    return DemoTrainer(
         train_func,
         train_loop_config={
             "epochs": epochs,
@@ -186,7 +205,6 @@ def run_demo(
             progress_total=epochs,
         ),
     )
-    return trainer.fit()
 
 
 def plot(result: Result) -> str:
@@ -208,6 +226,8 @@ def draw(result: Result) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import PercentFormatter
+
+    from lockstep.cli._runs import whole_numbers_on_x
 
     frame = result.metrics_dataframe
     assert frame is not None, "the run reported nothing"
@@ -231,6 +251,8 @@ def draw(result: Result) -> Any:
         accuracy.annotate(
             f"{value:.1%}", (best, value), textcoords="offset points", xytext=(0, 10), ha="center"
         )
+    for axes in (losses, accuracy):
+        whole_numbers_on_x(axes, list(frame["epoch"]))
     losses.legend()
     accuracy.legend(loc="lower right")
     figure.tight_layout()
@@ -255,62 +277,3 @@ def best_epoch(result: Result) -> int | None:
         return None
     _, metrics = result.best_checkpoints[-1]
     return int(metrics["epoch"])
-
-
-def check_storage(storage_path: str | None) -> str | None:
-    """Why runs cannot be written under ``storage_path`` (None: the default), or None."""
-    from lockstep._core import flags, storage
-
-    raw = storage_path or flags.DEFAULT_STORAGE_PATH.get()
-    try:
-        root = storage.StorageDir.from_uri(os.path.expanduser(raw))
-        root.makedirs()
-        probe = f".lockstep-write-test-{os.getpid()}"
-        root.write_atomic(probe, b"")
-        root.remove(probe)
-    except (OSError, ValueError) as exc:
-        return f"--storage-path {raw!r} cannot be written: {exc}"
-    return None
-
-
-def main(args: Any) -> int:
-    from lockstep.cli._main import usage_error
-
-    problem = check_storage(args.storage_path)
-    if problem is not None:
-        return usage_error("demo", problem)
-    started = time.perf_counter()
-    name = args.name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    result = run_demo(
-        epochs=args.epochs,
-        num_workers=args.workers,
-        storage_path=args.storage_path,
-        name=name,
-        limit=args.limit,
-        seed=args.seed,
-        resume_hint=_same_command(args, name),
-    )
-    elapsed = time.perf_counter() - started
-    assert result.metrics is not None, "the run reported nothing"
-    best_checkpoint, best = result.best_checkpoints[-1]
-    print()
-    print(
-        f"Validation accuracy: {result.metrics['val_accuracy']:.1%} after "
-        f"{result.metrics['epoch'] + 1} epochs (best {best['val_accuracy']:.1%}, "
-        f"epoch {best['epoch']}, in {os.path.basename(best_checkpoint.path)})"
-    )
-    print(f"Time: {elapsed:.1f} s on {args.workers} workers")
-    print(f"Run directory: {result.path}")
-    print(f"Plot: {plot(result)}")
-    return 0
-
-
-def _same_command(args: Any, name: str) -> str:
-    """The command that continues this demo run."""
-    parts = ["lockstep demo", f"--name {name}", f"--epochs {args.epochs}"]
-    parts += [f"--workers {args.workers}", f"--seed {args.seed}"]
-    if args.storage_path:
-        parts.append(f"--storage-path {args.storage_path}")
-    if args.limit:
-        parts.append(f"--limit {args.limit}")
-    return " ".join(parts)

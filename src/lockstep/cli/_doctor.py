@@ -92,7 +92,8 @@ def check_nccl() -> BackendCheck:
             "NCCL",
             False,
             "no NVIDIA GPU is visible here (gloo trains on CPUs)",
-            "nvidia-smi  # shows the GPUs and driver, when there are any",
+            "nothing to fix for CPU training; NCCL needs a machine with an NVIDIA GPU and "
+            "its driver",
         )
     if torch.version.cuda is None:
         return BackendCheck("NCCL", False, "this torch build has no CUDA", cuda_wheel)
@@ -100,7 +101,11 @@ def check_nccl() -> BackendCheck:
         return BackendCheck("NCCL", False, "this torch build has no NCCL", cuda_wheel)
     if not torch.cuda.is_available():
         return BackendCheck(
-            "NCCL", False, "torch cannot use the GPUs", "nvidia-smi  # check the driver"
+            "NCCL",
+            False,
+            "torch cannot use the GPUs",
+            f"install an NVIDIA driver that supports CUDA {torch.version.cuda} (the CUDA "
+            "version nvidia-smi shows must be at least that)",
         )
     return BackendCheck("NCCL", True)
 

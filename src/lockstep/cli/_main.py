@@ -9,8 +9,12 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+import time
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from lockstep._core import flags
@@ -98,6 +102,7 @@ def _add_demo(commands: Any) -> None:
         "keep the best checkpoints by validation accuracy, and plot the curves.",
         formatter_class=_Formatter,
     )
+    demo.set_defaults(command_parser=demo)
     demo.add_argument("--epochs", type=at_least(1), default=15, help="epochs to train (at least 1)")
     demo.add_argument(
         "--workers", type=at_least(1), default=2, help="worker processes (at least 1)"
@@ -120,13 +125,14 @@ def _add_demo(commands: Any) -> None:
 
 
 def _add_doctor(commands: Any) -> None:
-    commands.add_parser(
+    doctor = commands.add_parser(
         "doctor",
         help="show versions, and which backends can be used here and how to fix those that can't",
         description="Print the versions of lockstep, Python and the frameworks, and for each "
         "backend whether it can be used on this machine, with the command that fixes it if not.",
         formatter_class=_Formatter,
     )
+    doctor.set_defaults(command_parser=doctor)
 
 
 def usage_error(command: str, message: str) -> int:
@@ -143,19 +149,93 @@ def main(argv: Sequence[str] | None = None) -> int:
         Traceback (most recent call last):
         SystemExit: 2
     """
-    args = parser().parse_args(argv)
+    # As a program, the command started with the process; called with arguments (from
+    # Python), now.
+    started = time.monotonic() - (_process_age_s() if argv is None else 0.0)
+    args = parse(argv)
+    prog = getattr(args, "command_parser", None)
     try:
-        return _run(args)
+        with plain_warnings(prog.prog if prog is not None else "lockstep"):
+            return _run(args, started)
     except KeyboardInterrupt:
         # The run said where it stopped and how to continue; a traceback would add nothing.
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        from lockstep.cli._demo import main as demo
+@contextlib.contextmanager
+def plain_warnings(prog: str) -> Iterator[None]:
+    """Show lockstep's own warnings as one line, ``lockstep demo: warning: ...``: Python's
+    format names the line that issued it, which for a command is the ``lockstep`` script's
+    ``sys.exit(main())``. Warnings of other libraries keep Python's format."""
+    shown = warnings.showwarning
 
-        return demo(args)
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if _ours(filename):
+            print(f"{prog}: warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def _ours(filename: str) -> bool:
+    """Whether a warning was issued for lockstep's code: a module of the package, or the
+    command's script (lockstep's warnings name the first line outside the package)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.abspath(filename)
+    return path.startswith(package + os.sep) or path == os.path.abspath(sys.argv[0])
+
+
+def _process_age_s() -> float:
+    """Seconds since this process started (Linux; else 0): a command's time includes the
+    interpreter's start and its imports.
+
+    Example:
+        >>> 0 <= _process_age_s() < 24 * 3600
+        True
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            # the 22nd field, counted after the command name (which may hold spaces)
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return max(0.0, since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line's arguments; an error names the command it is about
+    (``lockstep demo: error: unrecognized arguments: --bogus``), not just ``lockstep``.
+
+    Example:
+        >>> parse(["runs", "list"]).runs_command
+        'list'
+    """
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", top)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _run(args: argparse.Namespace, started: float) -> int:
+    if args.command == "demo":
+        from lockstep.cli._demo_command import main as demo
+
+        return demo(args, started=started)
     if args.command == "doctor":
         from lockstep.cli._doctor import main as doctor
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -46,6 +47,8 @@ _AUTO_KEYS = {
     "goodput",
     *(f"time_{name}_s" for name in ("wall", *CATEGORIES)),
 }
+# What counts reports rather than measures them: not plotted or ranked unless named.
+COUNTERS = frozenset({"epoch", "step", "global_step", "iteration", "batch"})
 # Image viewers that draw a PNG in the terminal, tried in this order.
 _VIEWERS: tuple[tuple[str, list[str]], ...] = (
     ("viu", []),
@@ -96,6 +99,34 @@ class Run:
             else None
         )
 
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Every attempt (``RunState.history``): its size and how it ended, and why."""
+        return [a for a in self.state.get("history") or [] if isinstance(a, dict)]
+
+    def attempts_text(self) -> str:
+        """How many attempts, and what ended those that did not finish.
+
+        Example:
+            >>> Run("r", "/r", state={"attempts": 3, "num_failures": 1, "num_preemptions": 1,
+            ...                       "history": [{"ended": "failed"}, {"ended": "resized"},
+            ...                                   {"ended": "finished"}]}).attempts_text()
+            '3 (1 failure, 1 preemption, 1 resize)'
+        """
+        count = int(self.state.get("attempts") or len(self.history))
+        if not count:
+            return "-"
+        ends = [a.get("ended") for a in self.history]
+        parts = [
+            _plural(int(self.state.get("num_failures") or 0), "failure"),
+            _plural(int(self.state.get("num_preemptions") or 0), "preemption"),
+            _plural(ends.count("resized"), "resize"),
+            _plural(ends.count("driver lost"), "driver lost", "drivers lost"),
+            _plural(ends.count("stopped"), "stop"),
+        ]
+        shown = [part for part in parts if part]
+        return f"{count} ({', '.join(shown)})" if shown else str(count)
+
     def metric_names(self) -> list[str]:
         """The user's numeric metrics, nested ones as ``a/b``, in the order first reported."""
         names: dict[str, None] = {}
@@ -104,6 +135,11 @@ class Run:
                 if key.split("/")[0] not in _AUTO_KEYS and _number(value) is not None:
                     names[key] = None
         return list(names)
+
+    def measures(self) -> list[str]:
+        """:meth:`metric_names` without counters such as ``epoch``: what is plotted and
+        ranked when no metric is named."""
+        return [name for name in self.metric_names() if name.lower() not in COUNTERS]
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """(iterations, values) of one metric, skipping reports without it."""
@@ -150,7 +186,7 @@ def find_runs(root: str) -> list[Run]:
 
 def best(run: Run, metric: str | None, mode: str | None) -> tuple[str, float] | None:
     """The best value of ``metric`` (default: the run's score attribute, or its first metric)."""
-    metric = metric or _score_attribute(run) or next(iter(run.metric_names()), None)
+    metric = metric or _score_attribute(run) or next(iter(run.measures()), None)
     if metric is None:
         return None
     _, values = run.series(metric)
@@ -162,27 +198,99 @@ def best(run: Run, metric: str | None, mode: str | None) -> tuple[str, float] | 
 
 def add_parser(commands: Any) -> None:
     """Register ``lockstep runs`` and its subcommands."""
-    runs = commands.add_parser("runs", help="list, show, plot and compare runs")
-    sub = runs.add_subparsers(dest="runs_command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--storage-path",
-        default=None,
-        help=f"where the runs are (default: {flags.DEFAULT_STORAGE_PATH.default})",
+    runs = commands.add_parser(
+        "runs", help="list, show, plot and compare runs", description=_RUNS_DESCRIPTION
     )
-    common.add_argument("--metric", default=None, help="the metric to rank by")
-    common.add_argument("--mode", choices=("min", "max"), default=None)
-    sub.add_parser("list", parents=[common], help="one line per run")
-    show = sub.add_parser("show", parents=[common], help="configs, metrics, checkpoints, error")
-    show.add_argument("run")
-    show.add_argument("--json", action="store_true", help="print JSON: the run and its time")
-    plot = sub.add_parser("plot", parents=[common], help="a PNG of metrics per iteration")
-    plot.add_argument("run")
-    plot.add_argument("metrics", nargs="*")
-    plot.add_argument("--output", default=None, help="default: <run>/metrics.png")
-    compare = sub.add_parser("compare", parents=[common], help="runs side by side")
-    compare.add_argument("runs", nargs="+")
-    compare.add_argument("--output", default=None, help="default: ./compare.png")
+    runs.set_defaults(command_parser=runs)
+    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--storage-path", default=None, help=_storage_help())
+    ranking = argparse.ArgumentParser(add_help=False)
+    ranking.add_argument(
+        "--metric",
+        default=None,
+        help="the metric to rank by; default: the run's checkpoint score attribute, else its "
+        "first metric",
+    )
+    ranking.add_argument(
+        "--mode",
+        choices=("min", "max"),
+        default=None,
+        help="whether lower or higher is better; default: the checkpoint config's order, "
+        "else min for a loss or an error and max for anything else",
+    )
+    made = {}
+    for name, (ranks, summary, description) in _COMMANDS.items():
+        made[name] = sub.add_parser(
+            name,
+            parents=[where, ranking] if ranks else [where],
+            help=summary,
+            description=description,
+        )
+        made[name].set_defaults(command_parser=made[name])
+    made["show"].add_argument("run", help=_RUN_HELP)
+    made["show"].add_argument(
+        "--json", action="store_true", help="print JSON: the run, its attempts and its time"
+    )
+    made["plot"].add_argument("run", help=_RUN_HELP)
+    made["plot"].add_argument(
+        "metrics",
+        nargs="*",
+        help="the metrics to plot; default: every numeric metric the run reported, except "
+        f"counters ({', '.join(sorted(COUNTERS))})",
+    )
+    made["plot"].add_argument("--output", default=None, help="the PNG; default: <run>/metrics.png")
+    made["compare"].add_argument("runs", nargs="+", metavar="run", help=_RUN_HELP + "; one or more")
+    made["compare"].add_argument(
+        "--output",
+        default=None,
+        help="the PNG; default: compare-<runs>.png in the storage path (the runs' common "
+        "directory when they are not under it)",
+    )
+
+
+# Each subcommand: whether it ranks runs (--metric, --mode), its help and its description.
+_COMMANDS = {
+    "list": (
+        True,
+        "one line per run",
+        "One line per run: status, start, duration, iterations, attempts and the best metric.",
+    ),
+    "show": (
+        False,
+        "configs, metrics, checkpoints, attempts, error",
+        "Everything about one run: its configs, last metrics, checkpoints, attempts "
+        "(failures with their cause, preemptions, resizes) and error.",
+    ),
+    "plot": (
+        False,
+        "a PNG of metrics per iteration",
+        "Plot metrics per training iteration into a PNG, and print its path.",
+    ),
+    "compare": (
+        True,
+        "runs side by side",
+        "One table and one plot of several runs' metrics; the plot goes into the storage "
+        "path, and its path is printed.",
+    ),
+}
+
+
+_RUNS_DESCRIPTION = (
+    "Look at the runs under a storage path without writing code: their status, metrics, "
+    "checkpoints, attempts and errors."
+)
+_RUN_HELP = (
+    "a run: its name under the storage path (a Tune trial as experiment/trial), or its directory"
+)
+
+
+def _storage_help() -> str:
+    """The default storage path as it is here: $LOCKSTEP_STORAGE_PATH when it is set."""
+    flag = flags.DEFAULT_STORAGE_PATH
+    if flag.name in os.environ:
+        return f"where the runs are; default: {flag.get()} (from ${flag.name})"
+    return f"where the runs are; default: {flag.default} (${flag.name} changes it)"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -195,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
             return _show(_locate(root, args.run), args)
         if args.runs_command == "plot":
             return _plot(_locate(root, args.run), args)
-        return _compare([_locate(root, r) for r in args.runs], args)
+        return _compare([_locate(root, r) for r in args.runs], args, root)
     except LookupError as exc:
         print(f"lockstep runs: {exc}", file=sys.stderr)
         return 1
@@ -209,7 +317,7 @@ def _list(root: str, args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs under {root}")
         return 0
-    table = Table("name", "status", "start", "duration", "iterations", "best metric")
+    table = Table("name", "status", "start", "duration", "iterations", "attempts", "best metric")
     for run in runs:
         table.add_row(
             run.name,
@@ -217,6 +325,7 @@ def _list(root: str, args: argparse.Namespace) -> int:
             run.start.strftime("%Y-%m-%d %H:%M:%S") if run.start else "-",
             _duration(run.duration_s),
             str(run.iterations),
+            run.attempts_text(),
             _best_text(best(run, args.metric, args.mode)),
         )
     Console(width=200).print(table)
@@ -234,7 +343,8 @@ def _show(run: Run, args: argparse.Namespace) -> int:
     console.print(f"[bold]{run.name}[/bold]  {run.path}")
     console.print(
         f"status: {run.status}   iterations: {run.iterations}   "
-        f"duration: {_duration(run.duration_s)}"
+        f"duration: {_duration(run.duration_s)}   attempts: {run.attempts_text()}",
+        highlight=False,
     )
     config = run.params or (run.rows[-1].get("config") if run.rows else None) or {}
     console.print("configs:")
@@ -251,6 +361,8 @@ def _show(run: Run, args: argparse.Namespace) -> int:
             metrics = ", ".join(f"{k}={_fmt(v)}" for k, v in _flatten(record["metrics"]).items())
             table.add_row(record["dir_name"], str(record["training_iteration"]), metrics)
         console.print(table)
+    if run.history:
+        console.print(_history_table(run))
     _time.print_time(console, run.path)
     if run.error:
         console.print("[red]error:[/red]")
@@ -260,7 +372,7 @@ def _show(run: Run, args: argparse.Namespace) -> int:
 
 def _summary(run: Run) -> dict[str, Any]:
     """``runs show --json``'s part besides the time: the run, its configs, last metrics,
-    checkpoints and error."""
+    checkpoints, attempts and error."""
     last = run.rows[-1] if run.rows else {}
     return {
         "name": run.name,
@@ -271,36 +383,75 @@ def _summary(run: Run) -> dict[str, Any]:
         "config": run.params or last.get("config") or {},
         "metrics": {k: v for k, v in last.items() if k not in _AUTO_KEYS},
         "checkpoints": run.state.get("checkpoints") or [],
+        "attempts": run.history,
         "error": run.error,
     }
 
 
+def _history_table(run: Run) -> Any:
+    """One row per attempt: its size, when it started, from which iteration, how it
+    ended and why."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("attempt", "workers", "started", "from iteration", "ended", title="attempts")
+    for attempt in run.history:
+        started = attempt.get("started")
+        ended = attempt.get("ended") or ("running" if run.status == "running" else "-")
+        if attempt.get("cause"):
+            ended = f"{ended}: {attempt['cause']}"
+        table.add_row(
+            str(int(attempt.get("number", 0)) + 1),
+            str(attempt.get("num_workers") or "-"),
+            datetime.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S")
+            if isinstance(started, int | float)
+            else "-",
+            str(attempt.get("iteration", "-")),
+            Text(ended),  # a cause may hold brackets, which are not markup
+        )
+    return table
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    """``"2 failures"``; nothing for none."""
+    if not count:
+        return ""
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def _plot(run: Run, args: argparse.Namespace) -> int:
-    metrics = args.metrics or run.metric_names()
-    if not metrics:
-        raise LookupError(f"run {run.name!r} reported no numeric metric")
     output = args.output or os.path.join(run.path, "metrics.png")
-    ledger = _time.ledger_of(run.path)
-    timed = ledger is not None and ledger.wall > 0
-    figure, axes = _figure(len(metrics) + timed)
-    if timed:
-        assert ledger is not None
-        _time.draw_time(axes.pop(), ledger)
-    for ax, metric in zip(axes, metrics, strict=True):
-        steps, values = run.series(metric)
-        if not values:
-            raise LookupError(
-                f"run {run.name!r} has no metric {metric!r}; it has {', '.join(run.metric_names())}"
-            )
-        ax.plot(steps, values, marker="o", markersize=3)
-        ax.set_title(metric)
-        ax.set_xlabel("training_iteration")
-    figure.suptitle(run.name)
-    _save(figure, output)
+    _save(plot_figure(run, args.metrics), output)
     return 0
 
 
-def _compare(runs: list[Run], args: argparse.Namespace) -> int:
+def plot_figure(run: Run, metrics: Sequence[str] = ()) -> Any:
+    """The figure of ``runs plot``: one panel per metric (default: :meth:`Run.measures`)
+    against the training iteration."""
+    metrics = list(metrics) or run.measures()
+    if not metrics:
+        raise LookupError(f"run {run.name!r} reported no numeric metric")
+    missing = [metric for metric in metrics if not run.series(metric)[1]]
+    if missing:
+        raise LookupError(
+            f"run {run.name!r} has no metric {missing[0]!r}; it has {', '.join(run.metric_names())}"
+        )
+    ledger = _time.ledger_of(run.path)
+    timed = ledger is not None and ledger.wall > 0
+    figure, axes = _figure(len(metrics) + timed)
+    if ledger is not None and timed:
+        _time.draw_time(axes.pop(), ledger)  # where the time went, beside the metrics
+    for ax, metric in zip(axes, metrics, strict=True):
+        steps, values = run.series(metric)
+        ax.plot(steps, values, marker="o", markersize=3)
+        ax.set_title(metric)
+        ax.set_xlabel("training_iteration")
+        whole_numbers_on_x(ax, steps)
+    figure.suptitle(run.name)
+    return figure
+
+
+def _compare(runs: list[Run], args: argparse.Namespace, root: str) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -330,10 +481,40 @@ def _compare(runs: list[Run], args: argparse.Namespace) -> int:
     for ax, metric in zip(axes, metrics, strict=True):
         ax.set_title(metric)
         ax.set_xlabel("training_iteration")
+        whole_numbers_on_x(ax, [step for run in runs for step in run.series(metric)[0]])
         ax.legend()
     Console(width=200).print(table)
-    _save(figure, args.output or os.path.abspath("compare.png"))
+    _save(figure, args.output or compare_path(runs, root))
     return 0
+
+
+def compare_path(runs: Sequence[Run], root: str) -> str:
+    """Where ``runs compare`` puts its plot: the storage path, or the runs' common
+    directory when they are not all under it; named after the runs.
+
+    Example:
+        >>> runs = [Run("a", "/r/a"), Run("exp/t1", "/r/exp/t1")]
+        >>> compare_path(runs, "/r"), compare_path(runs, "/elsewhere")
+        ('/r/compare-a-exp_t1.png', '/r/compare-a-exp_t1.png')
+    """
+    paths = [os.path.abspath(run.path) for run in runs]
+    root = os.path.abspath(root)
+    if not all(os.path.commonpath([root, path]) == root for path in paths):
+        root = os.path.commonpath([os.path.dirname(path) for path in paths])
+    name = "compare-" + "-".join(run.name.replace("/", "_") for run in runs)
+    if len(name) > 120:  # file names have a limit; many long names share a digest
+        name = f"compare-{len(runs)}-runs-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
+    return os.path.join(root, f"{name}.png")
+
+
+def whole_numbers_on_x(ax: Any, steps: Sequence[float]) -> None:
+    """Iterations and epochs are whole numbers: ticks on them only, and one point is
+    shown with a unit either side, not in a window of +-0.04."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if steps and min(steps) == max(steps):
+        ax.set_xlim(min(steps) - 1, max(steps) + 1)
 
 
 def _figure(count: int) -> tuple[Any, list[Any]]:
@@ -421,9 +602,9 @@ def _mode(run: Run, metric: str) -> str:
 
 
 def _common_metrics(runs: list[Run]) -> list[str]:
-    names = [set(r.metric_names()) for r in runs]
+    names = [set(r.measures()) for r in runs]
     shared = set.intersection(*names) if names else set()
-    return [m for m in runs[0].metric_names() if m in shared][:6] if runs else []
+    return [m for m in runs[0].measures() if m in shared][:6] if runs else []
 
 
 def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -44,6 +44,7 @@ from lockstep.train._legacy_session import (
 )
 from lockstep.train._model import Model
 from lockstep.train._predictor import BatchPredictor, Predictor
+from lockstep.train._rng import load_rng_state, save_rng_state
 from lockstep.train._session import (
     get_all_reported_checkpoints,
     get_checkpoint,
@@ -99,9 +100,11 @@ __all__ = [
     "heartbeat",
     "integrations",
     "load_checkpoint",
+    "load_rng_state",
     "local_rank",
     "report",
     "save_checkpoint",
+    "save_rng_state",
     "world_rank",
     "world_size",
 ]

@@ -23,7 +23,15 @@ def test_to_tf_feeds_keras_fit():
     assert sum(int(f.shape[0]) for f, _ in tf_ds) == 20  # every iteration is a new pass
     model = tf.keras.Sequential([tf.keras.Input(shape=(1,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    history = model.fit(tf_ds.map(lambda f, y: (tf.reshape(f, (-1, 1)), y)), epochs=2, verbose=0)
+    history = model.fit(
+        # Keras cannot count a generator's batches: a pass (20 rows in batches of 4) is 5
+        # steps, and each epoch goes on into the next pass
+        tf_ds.map(lambda f, y: (tf.reshape(f, (-1, 1)), y)).repeat(),
+        epochs=2,
+        steps_per_epoch=5,
+        shuffle=False,  # the dataset's order is to_tf's to choose
+        verbose=0,
+    )
     assert len(history.history["loss"]) == 2
 
 

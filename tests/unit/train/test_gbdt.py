@@ -9,6 +9,10 @@ from lockstep.train._gbdt import parse_eval
 from lockstep.train.lightgbm import LightGBMTrainer
 from lockstep.train.xgboost import RayTrainReportCallback, XGBoostTrainer
 
+# These tests ask for more CPUs per worker than a small machine has, on purpose: they check
+# the parameters a trainer derives, and start no worker to share the CPUs.
+MORE_CPUS_THAN_HERE = pytest.mark.filterwarnings("ignore:ScalingConfig asks for .* CPUs")
+
 TRAINERS = [XGBoostTrainer, LightGBMTrainer]
 
 
@@ -105,6 +109,7 @@ def test_label_is_the_older_name_of_label_column(trainer, datasets):
     assert built._worker_setup().config["label_column"] == "y"
 
 
+@MORE_CPUS_THAN_HERE
 @pytest.mark.parametrize("trainer", TRAINERS)
 def test_the_older_dict_scaling_config(trainer, datasets):
     built = trainer(
@@ -116,6 +121,7 @@ def test_the_older_dict_scaling_config(trainer, datasets):
     assert built.scaling_config == ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2})
 
 
+@MORE_CPUS_THAN_HERE
 @pytest.mark.parametrize(
     ("trainer", "threads"), [(XGBoostTrainer, "nthread"), (LightGBMTrainer, "num_threads")]
 )
@@ -187,6 +193,7 @@ def test_parse_eval():
     }
 
 
+@MORE_CPUS_THAN_HERE
 @pytest.mark.parametrize("trainer", TRAINERS)
 def test_the_backend_defaults_threads_to_the_worker_cpus(trainer, datasets):
     scaling = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2})

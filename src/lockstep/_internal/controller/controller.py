@@ -336,7 +336,7 @@ class TrainController:
             self._spec = self._elastic.spec_for(self._spec, size) or self._spec
         failures = self._reports.settle()  # into the previous attempt's staging directory
         del failures  # that attempt is over: its late upload failures change nothing now
-        staging_dir = self._run_record.start_attempt(attempt)
+        staging_dir = self._run_record.start_attempt(attempt, self._spec.num_workers)
         checkpoint = self._run_record.latest_checkpoint or self._resume_from
         spec = dataclasses.replace(
             self._spec,
@@ -507,7 +507,8 @@ class TrainController:
         against ``max_preemption_failures``."""
         run.failures.update(failures)
         preempted = drain is not None and not drain.stops_run
-        count = self._run_record.record_failure(preempted=preempted)
+        summary = root_cause(run.failures).summary
+        count = self._run_record.record_failure(preempted=preempted, cause=summary)
         self._ledger.failed()
         # when the first failure happened (a worker's own clock: the same machine's, or
         # near it), on this driver's monotonic clock
@@ -518,7 +519,6 @@ class TrainController:
         else:
             decision = self._failure_policy.decide(run.failures, num_restarts=count - 1)
         restarting = decision is FailureDecision.RESTART
-        summary = root_cause(run.failures).summary
         self._emit(ev.AttemptFailed(self._context(), dict(run.failures), restarting, summary))
         if restarting:
             return Restarting(attempt=run.number, failures=dict(run.failures))

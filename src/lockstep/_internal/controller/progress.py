@@ -138,6 +138,11 @@ class Progress:
         self._started = time.monotonic()
         self._starting_at = self._started
         self._first_ready: float | None = None
+        # The ETA comes from the time between reports within an attempt: an attempt's first
+        # report also holds its start-up (imports, data loading, the backend's rendezvous).
+        self._last_report_at: float | None = None
+        self._steady_s = 0.0
+        self._steady_reports = 0
         self._iteration = 0
         self._reports = 0
         self._metrics: dict[str, Any] = {}
@@ -187,6 +192,7 @@ class Progress:
         self._attempt = attempt
         self._starting = True
         self._starting_at = time.monotonic()
+        self._last_report_at = None
         plural = "s" if self._num_workers != 1 else ""
         self._print_event(f"starting {self._num_workers} worker{plural} ...")
 
@@ -206,6 +212,11 @@ class Progress:
     def step(self, iteration: int, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self._iteration, self._metrics = iteration, metrics
         self._reports += 1
+        now = time.monotonic()
+        if self._last_report_at is not None:
+            self._steady_s += now - self._last_report_at
+            self._steady_reports += 1
+        self._last_report_at = now
         if self._verbose == 0:
             return
         if self._verbose >= 2:
@@ -266,7 +277,8 @@ class Progress:
         restarts = f"{self._restarts} restart{'s' if self._restarts != 1 else ''}"
         reports = f"{self._reports} report{'s' if self._reports != 1 else ''}"
         lines = [
-            f"{summary.outcome} in {format_duration(self.elapsed())}: {reports}, {restarts}",
+            f"{summary.outcome} in {format_duration(self.elapsed())} (the whole fit(): "
+            f"starting the workers, training, stopping them): {reports}, {restarts}",
         ]
         if summary.best_checkpoint is not None:
             names = choose_metrics(summary.best_metrics or {}, self._chosen, self._score_attribute)
@@ -280,6 +292,7 @@ class Progress:
         return lines
 
     def elapsed(self) -> float:
+        """Seconds since the run began (the trainer's ``fit()``)."""
         return time.monotonic() - self._started
 
     def _metric_names(self) -> list[str]:
@@ -321,18 +334,26 @@ class Progress:
         return f"iter {self._iteration}"
 
     def _rate(self) -> float:
+        """Reports per second: between reports once there are two in an attempt, else
+        since the workers were first ready."""
+        if self._steady_reports:
+            return self._steady_reports / max(1e-9, self._steady_s)
         if self._first_ready is None or self._reports == 0:
             return 0.0
         return self._reports / max(1e-9, time.monotonic() - self._first_ready)
 
     def _eta(self) -> float | None:
+        """The time the reports still to come take at the pace of the reports after an
+        attempt's first; None until there is such a report (the first one's time holds the
+        start-up, and would make the estimate many times too long)."""
         if self._total is None or self._ended is not None:
             return None
-        rate = self._rate()
         remaining = max(0, self._total - self._iteration)
         if remaining == 0:
             return 0.0
-        return remaining / rate if rate > 0 else None
+        if not self._steady_reports:
+            return None
+        return remaining * self._steady_s / self._steady_reports
 
     def _print_event(self, line: str) -> None:
         if self._verbose:

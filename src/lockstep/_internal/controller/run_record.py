@@ -33,7 +33,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, last_output_header
 from lockstep._core.result import Result, user_metrics
-from lockstep._core.run_state import RunState
+from lockstep._core.run_state import AttemptRecord, RunState
 from lockstep._core.storage import DRIVER_FILE
 from lockstep._core.time_ledger import (
     TIME_FILE,
@@ -69,6 +69,7 @@ class RunRecord:
         # The restart budgets count this driver's failures (as Ray's do), the state every one.
         state = checkpoints.state
         self._counted_before = (state.num_failures, state.num_preemptions)
+        self._first_attempt = state.attempts  # the first this driver starts
         self._fsync_rows = flags.FSYNC_ROWS.get()
         self._time = _TimeFiles(self.run_dir)
         if last is not None:
@@ -149,21 +150,40 @@ class RunRecord:
     def write_params(self, params: Mapping[str, Any]) -> None:
         self._run_log.write_params(params)
 
-    def start_attempt(self, attempt: int) -> str:
+    def start_attempt(self, attempt: int, num_workers: int | None = None) -> str:
         """Clear what an earlier attempt left uncommitted; return where this attempt's
         workers stage their checkpoints (sent to them, echoed back in their reports).
 
         Attempts are numbered across the run's drivers (``RunState.attempts``, saved before
         any worker starts), not from ``attempt``: a worker of a dead driver still writing
         (a Ray actor not yet stopped) writes where no later driver commits anything. (A
-        Tune function trial's workers are threads of the driver: they die with it.)
+        Tune function trial's workers are threads of the driver: they die with it.) The
+        attempt, of ``num_workers`` workers, goes into the run's history; an earlier one
+        that did not say how it ended was resized (this driver's) or lost with its driver.
         """
         self._checkpoints.remove_uncommitted()
         state = self.state
         number, state.attempts = state.attempts, state.attempts + 1
+        self._end_attempt(self._unended_reason(num_workers))
+        state.history.append(
+            AttemptRecord(number, num_workers, time.time(), state.training_iteration)
+        )
         if self._save_at_start:
             self._checkpoints.save()
         return storage.attempt_staging_dir(number)
+
+    def _unended_reason(self, num_workers: int | None) -> str:
+        """How the last attempt ended, when it did not say so and another starts."""
+        last = self.state.history[-1] if self.state.history else None
+        if last is None or last.number < self._first_attempt:
+            return "driver lost"
+        return "restarted" if last.num_workers == num_workers else "resized"
+
+    def _end_attempt(self, ended: str, cause: str | None = None) -> None:
+        """Say how the running attempt ended, unless it already did."""
+        history = self.state.history
+        if history and history[-1].ended is None:
+            history[-1].ended, history[-1].cause = ended, cause
 
     def record_step(
         self,
@@ -343,11 +363,13 @@ class RunRecord:
         except OSError as exc:
             warnings.warn(f"lockstep: could not write the stacks to {name}: {exc}", stacklevel=2)
 
-    def record_failure(self, *, preempted: bool = False) -> int:
+    def record_failure(self, *, preempted: bool = False, cause: str | None = None) -> int:
         """The worker group failed (once, however many of its workers did), or was
-        preempted; return how many times it did so (of that kind) under this driver: the
-        one count the failure policy decides on."""
+        preempted, because of ``cause`` (the root cause's summary); return how many times
+        it did so (of that kind) under this driver: the one count the failure policy
+        decides on."""
         state = self.state
+        self._end_attempt("preempted" if preempted else "failed", cause)
         if preempted:
             state.num_preemptions += 1
             return state.num_preemptions - self._counted_before[1]
@@ -397,12 +419,15 @@ class RunRecord:
         state = self.state
         if finished:
             state.status = "finished"
+            self._end_attempt("finished")
         elif error is not None:
             state.status = "errored"
             state.error = _error_record(error)
+            self._end_attempt("failed", str(error).splitlines()[0])
             self.run_dir.write_atomic(storage.ERROR_FILE, error_text(error).encode("utf-8"))
         elif stopped:
             state.status = "interrupted"
+            self._end_attempt("stopped")
         self._run_log.close()
         self._checkpoints.save()
         self._time.close()

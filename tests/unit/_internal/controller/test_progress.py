@@ -57,8 +57,11 @@ def test_summary_names_the_best_checkpoint_and_how_to_see_the_run():
     ]
     assert lines[2].startswith("[lockstep] 2 workers ready in ")
     assert "[lockstep] restart 1: rank 1 (pid 7) was killed by SIGKILL" in lines
-    assert lines[-4].startswith("[lockstep] finished in ")
-    assert lines[-4].endswith(": 2 reports, 1 restart")
+    assert re.fullmatch(
+        r"\[lockstep\] finished in \d+\.\ds \(the whole fit\(\): starting the workers, "
+        r"training, stopping them\): 2 reports, 1 restart",
+        lines[-4],
+    )
     assert lines[-3:] == [
         "[lockstep] best checkpoint: checkpoint_000001 (acc=0.75)",
         "[lockstep] run directory: /runs/exp",
@@ -83,12 +86,55 @@ def test_an_elastic_resize_is_said_and_the_next_start_shows_the_new_size():
     ]
 
 
-def test_total_gives_iterations_out_of_it_and_an_eta():
-    p, out = progress(total=10)
+class Clock:
+    """The progress module's clock, moved by the test."""
+
+    def __init__(self, monkeypatch):
+        from lockstep._internal.controller import progress as module
+
+        self.now = 1000.0
+        monkeypatch.setattr(module.time, "monotonic", lambda: self.now)
+
+
+def test_total_gives_iterations_out_of_it_and_an_eta(monkeypatch):
+    clock = Clock(monkeypatch)
+    p, _ = progress(total=10)
     workers_running(p)
+    p.step(3, {"loss": 0.6}, None)
+    clock.now += 1
     p.step(4, {"loss": 0.5}, None)
-    line = out.getvalue().splitlines()[-1]
-    assert re.search(r"\| iter 4/10 \| \d+\.\ds elapsed, ETA \d+\.\ds \| loss=0\.5 \| ", line), line
+    line = p._status_line()
+    assert re.search(r"\| iter 4/10 \| \d+\.\ds elapsed, ETA 6\.0s \| loss=0\.5 \| ", line), line
+
+
+def test_the_eta_leaves_out_the_first_report_of_each_attempt(monkeypatch):
+    clock = Clock(monkeypatch)
+    p, out = progress(total=12)
+    p.start(resumed_from=None)
+    p.starting(0)
+    clock.now += 2  # the workers start
+    p.workers_started()
+    clock.now += 10  # the first epoch: imports, data, rendezvous, then training
+    p.step(1, {"loss": 0.9}, None)
+    assert "ETA" not in p._status_line()  # one report tells nothing of the pace
+    clock.now += 2
+    p.step(2, {"loss": 0.8}, None)
+    assert ", ETA 20.0s |" in p._status_line()  # 10 more at 2 s each, not at 6 s
+    p.restarting("rank 1 (pid 7) was killed by SIGKILL")
+    p.starting(1)
+    clock.now += 3
+    p.workers_started()
+    clock.now += 10  # the restarted attempt's first report holds its start-up too
+    p.step(3, {"loss": 0.7}, None)
+    clock.now += 4
+    p.step(4, {"loss": 0.6}, None)
+    assert ", ETA 24.0s |" in p._status_line()  # (2 + 4) / 2 s a report, 8 to come
+    clock.now += 1
+    p.stop(RunSummary("finished"))
+    assert (
+        "[lockstep] finished in 32.0s (the whole fit(): starting the workers, training, "
+        "stopping them): 4 reports, 1 restart"
+    ) in out.getvalue().splitlines()
 
 
 @pytest.mark.parametrize(

@@ -223,3 +223,41 @@ def test_a_row_without_a_checkpoint_is_fsynced_only_when_asked(tmp_path, monkeyp
     again.close()
     lines = (tmp_path / "run" / "result.json").read_text().splitlines()
     assert [json.loads(line)["loss"] for line in lines] == [2.0, 1.5, 1.0, 0.5]
+
+
+def test_the_history_says_how_each_attempt_ended_and_why(tmp_path):
+    record = open_record(tmp_path)
+    record.start_attempt(0, num_workers=2)
+    record.record_step({"loss": 2.0}, staged=None, timestamp=1.0)
+    record.record_failure(cause="rank 1 (pid 7) was killed by SIGKILL")
+    record.start_attempt(1, num_workers=2)
+    record.record_failure(preempted=True, cause="rank 0 (pid 9): its node was drained")
+    record.start_attempt(2, num_workers=2)
+    record.start_attempt(3, num_workers=4)  # an elastic run grew
+    record.record_step({"loss": 1.0}, staged=None, timestamp=2.0)
+    record.close()  # the driver died without a word
+    again = open_record(tmp_path)
+    again.start_attempt(0, num_workers=4)
+    again.close(stopped=True)
+    third = open_record(tmp_path)
+    third.start_attempt(0, num_workers=4)
+    third.close(finished=True)
+    state = RunState.from_json(third.run_dir.read_bytes(storage.STATE_FILE))
+    assert [(a.number, a.num_workers, a.iteration, a.ended, a.cause) for a in state.history] == [
+        (0, 2, 0, "failed", "rank 1 (pid 7) was killed by SIGKILL"),
+        (1, 2, 1, "preempted", "rank 0 (pid 9): its node was drained"),
+        (2, 2, 1, "resized", None),
+        (3, 4, 1, "driver lost", None),
+        (4, 4, 2, "stopped", None),
+        (5, 4, 2, "finished", None),
+    ]
+
+
+def test_a_failed_run_ends_its_last_attempt_with_the_error(tmp_path):
+    record = open_record(tmp_path)
+    record.start_attempt(0, num_workers=1)
+    failure = WorkerFailure(rank=0, pid=3, kind="exception", summary="rank 0 (pid 3) raised X")
+    record.close(TrainingFailedError.from_failures({0: failure}, attempts=1))
+    (attempt,) = record.state.history
+    assert attempt.ended == "failed"
+    assert attempt.cause is not None and "rank 0 (pid 3) raised X" in attempt.cause
