@@ -4,6 +4,7 @@ launcher set), sums rank + 1 over the world, and prints what it saw as one JSON 
 import json
 import os
 import socket
+import sys
 
 KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR")
 
@@ -24,7 +25,9 @@ def main() -> None:
         "sum": total.item(),
         "env": env,
     }
-    print(json.dumps(seen), flush=True)
+    # One write of the whole line: the processes of a node share its stdout, and a line
+    # written in two parts (print's text, then its newline) may take another's in between.
+    os.write(sys.stdout.fileno(), (json.dumps(seen) + "\n").encode())
     dist.destroy_process_group()
 
 

@@ -45,11 +45,14 @@ class KillForkServer(train.UserCallback):
 
     def __init__(self) -> None:
         self.killed: list[int] = []
+        self.children: list[int] = []  # the server's when it was killed: the workers
 
     def after_report(self, run_context, metrics, checkpoint):
         if metrics[0]["step"] == 1 and not self.killed:
             pid = forkserver.server_pid()
             assert pid is not None
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                self.children = [int(child) for child in f.read().split()]
             self.killed.append(pid)
             os.kill(pid, signal.SIGKILL)
 
@@ -70,6 +73,7 @@ def fit(tmp_path, max_failures, killer):
 def test_a_killed_fork_server_is_restarted_and_the_run_completes(tmp_path):
     killer = KillForkServer()
     result = fit(tmp_path, 1, killer)
+    assert killer.killed and len(killer.children) == 2, "the workers were forked from it"
     assert result.metrics == {"step": STEPS - 1}
     assert result.return_value >= 2  # resumed from a checkpoint after the kill
     assert forkserver.server_pid() not in (None, killer.killed[0])  # a new server

@@ -111,7 +111,10 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("a full disk is made with a small tmpfs, which only root may mount")
     with tmpfs("2m") as disk:
-        with pytest.raises(TrainingFailedError) as raised:
+        with (
+            pytest.raises(TrainingFailedError) as raised,
+            pytest.warns(UserWarning, match="could not write time.json"),  # full for it too
+        ):
             fit(disk, {"big_at": 1, "big_bytes": 4 << 20})
         message = str(raised.value)
         assert "could not write checkpoint files to " + os.path.join(disk, "run") in message
@@ -181,6 +184,7 @@ def test_a_failing_s3_endpoint_is_retried_then_keeps_the_previous_checkpoint(s3)
     with (
         pytest.raises(TrainingFailedError) as raised,
         pytest.warns(UserWarning, match="could not write the run's final record"),
+        pytest.warns(UserWarning, match="could not write time.json"),  # the ledger's too
     ):
         fit(
             "s3://lockstep-runs/exp",

@@ -80,6 +80,7 @@ def test_trainer_trials_run_with_their_own_scaling_config_and_preprocessor(tmp_p
             "max_preemption_failures": -1,
             "preemption_deadline_s": 30.0,
             "hang_timeout_s": None,
+            "assumed_mtbf_s": 86400.0,
         }
     assert worker_processes() == []
 

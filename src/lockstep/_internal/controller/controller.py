@@ -192,10 +192,12 @@ class TrainController:
         with (
             interrupts.stop_on_sigint(self.request_preemption),
             interrupts.stop_on_sigterm(self.request_preemption),
-            self._answering_status(),
         ):
             try:
-                yield from self._run_to_the_end()
+                # No socket once the run ended: the listeners told of its end may copy
+                # the run directory (MLflow's artifacts), and a socket cannot be copied.
+                with self._answering_status():
+                    yield from self._run_to_the_end()
             except KeyboardInterrupt:
                 pass  # a second Ctrl-C: the state says Stopped, raised below
             except BaseException as exc:

@@ -350,7 +350,7 @@ class RunRecord:
         data_bytes = json.dumps(data, indent=1).encode()
         try:
             self._time.write_json(data_bytes)
-        except OSError as exc:
+        except Exception as exc:  # an object store's client raises its own errors
             warnings.warn(f"lockstep: could not write {TIME_FILE}: {exc}", stacklevel=2)
 
     def write_stacks(self, attempt: int, text: str) -> None:
