@@ -8,9 +8,9 @@ code after ``fit()`` writes ``OUT/after-fit-<host>-<pid>.json`` (once, in the dr
 
     python backend_run.py BACKEND --out OUT --storage STORAGE
 
-The GBDT backends train on shards that differ in their labels only (rank r's rows are all
-labelled 10 * r, on the same features): a model trained on both predicts their mean, 5,
-everywhere; one trained on a single shard would predict 0 or 10.
+The GBDT backends train on shards with the same feature x (64 values in [0, 1]) and the
+label 10 * rank + 4 * (x > 0.5): a model trained on both predicts 5 below x = 0.5 and 9
+above; one trained on a single shard would predict 0 and 4, or 10 and 14.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from lockstep import train
 from lockstep.train import RunConfig, ScalingConfig
 
 ROWS = 64  # per worker
+PROBE = [[0.25], [0.75]]  # where the models are asked
 
 
 def _write(out: str, backend: str, seen: dict) -> None:
@@ -34,12 +35,12 @@ def _write(out: str, backend: str, seen: dict) -> None:
 
 
 def _shard():
-    """This worker's rows: the same features on every worker, the label 10 * rank."""
+    """This worker's rows: the same feature on every worker, labels of its own."""
     import numpy as np
 
     rank = train.get_context().get_world_rank()
     x = np.linspace(0.0, 1.0, ROWS).reshape(-1, 1)
-    return x, np.full(ROWS, 10.0 * rank)
+    return x, 10.0 * rank + 4.0 * (x[:, 0] > 0.5)
 
 
 def tensorflow_loop(config: dict) -> None:
@@ -64,17 +65,17 @@ def xgboost_loop(config: dict) -> None:
 
     x, y = _shard()
     params = {"objective": "reg:squarederror", "max_depth": 2, "eta": 1.0}
+    rows = xgboost.DMatrix(x, label=y)
     booster = xgboost.train(
-        params, xgboost.DMatrix(x, label=y), num_boost_round=2,
+        params, rows, num_boost_round=2, evals=[(rows, "train")],
         callbacks=[RayTrainReportCallback()],
     )  # fmt: skip
-    probe = np.array([[0.0], [0.5], [1.0]])
     total = xgboost.collective.allreduce(np.array([xgboost.collective.get_rank() + 1.0]),
                                          xgboost.collective.Op.SUM)  # fmt: skip
     seen = {
         "world_size": xgboost.collective.get_world_size(),
         "sum": float(total[0]),
-        "predictions": booster.predict(xgboost.DMatrix(probe)).tolist(),
+        "predictions": booster.predict(xgboost.DMatrix(PROBE)).tolist(),
         "model": hashlib.sha256(booster.save_raw("json")).hexdigest(),
     }
     _write(config["out"], "xgboost", seen)
@@ -84,7 +85,6 @@ def lightgbm_loop(config: dict) -> None:
     import hashlib
 
     import lightgbm
-    import numpy as np
 
     from lockstep.train.lightgbm import RayTrainReportCallback, get_network_params
 
@@ -92,14 +92,16 @@ def lightgbm_loop(config: dict) -> None:
     network = get_network_params()
     params = {"objective": "regression", "tree_learner": "data", "learning_rate": 1.0,
               "min_data_in_leaf": 1, "verbose": -1, **network}  # fmt: skip
+    rows = lightgbm.Dataset(x, label=y)
     booster = lightgbm.train(
-        params, lightgbm.Dataset(x, label=y), num_boost_round=2,
+        params, rows, num_boost_round=2, valid_sets=[rows], valid_names=["train"],
         callbacks=[RayTrainReportCallback()],
     )  # fmt: skip
     seen = {
         "network": network,
-        "predictions": booster.predict(np.array([[0.0], [0.5], [1.0]])).tolist(),
-        "model": hashlib.sha256(booster.model_to_string().encode()).hexdigest(),
+        "predictions": booster.predict(PROBE).tolist(),
+        # the trees: the model's text holds this worker's own parameters too (its port)
+        "model": hashlib.sha256(json.dumps(booster.dump_model()["tree_info"]).encode()).hexdigest(),
     }
     _write(config["out"], "lightgbm", seen)
 
