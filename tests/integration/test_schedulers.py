@@ -4,7 +4,8 @@ user runs on a laptop, unchanged, with every launched process running it.
 Each run: 2 hosts, 2 workers on each, checkpoints from every rank; the ranks each worker
 saw; the code after ``fit()`` running once (in the driver, on the first host); a worker
 killed on the second host, restarted in place from the latest checkpoint, and the run
-finishing.
+finishing. Each framework backend (TensorFlow, XGBoost, LightGBM, Horovod) runs once with
+a worker on each host, under the cheapest launcher: a torchrun agent per host.
 """
 
 from __future__ import annotations
