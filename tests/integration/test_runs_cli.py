@@ -151,8 +151,9 @@ def test_plot_leaves_out_counters_and_fits_one_iteration(storage):
 
     figure = plot_figure(read_run(str(storage / "single")))
     try:
-        axes = [ax for ax in figure.axes if ax.get_visible()]
+        *axes, time_panel = [ax for ax in figure.axes if ax.get_visible()]
         assert [ax.get_title() for ax in axes] == ["loss", "accuracy"]  # not epoch
+        assert time_panel.get_title().startswith("where the time went: goodput ")
         for ax in axes:
             assert ax.get_xlim() == (0.0, 2.0)  # iteration 1 with room, not 0.96..1.04
             assert all(float(t).is_integer() for t in ax.get_xticks())
