@@ -4,7 +4,8 @@ user runs on a laptop, unchanged, with every launched process running it.
 Each run: 2 hosts, 2 workers on each, checkpoints from every rank; the ranks each worker
 saw; the code after ``fit()`` running once (in the driver, on the first host); a worker
 killed on the second host, restarted in place from the latest checkpoint, and the run
-finishing.
+finishing. Each framework backend (TensorFlow, XGBoost, LightGBM, Horovod) runs once with
+a worker on each host, under the cheapest launcher: a torchrun agent per host.
 """
 
 from __future__ import annotations
@@ -355,6 +356,83 @@ srun {argv}
     check_one_run_across_two_hosts(out, storage / "torch", ("node1", "node2"))
     for rows in seen_by_rank(out).values():
         assert {row["sum"] for row in rows} == {10.0}
+
+
+BACKEND_SCRIPT = str(Path(__file__).resolve().parents[1] / "cluster" / "backend_run.py")
+
+
+def check_tensorflow(seen, addresses, metrics):
+    """Each worker's TF_CONFIG lists both nodes by their own addresses (never loopback),
+    with its own index; MultiWorkerMirroredStrategy's all-reduce sums both ranks."""
+    for rank, row in seen.items():
+        workers = row["tf_config"]["cluster"]["worker"]
+        assert [w.rsplit(":", 1)[0] for w in workers] == addresses
+        assert row["tf_config"]["task"] == {"type": "worker", "index": rank}
+        assert row["sum"] == 3.0
+    assert seen[0]["tf_config"]["cluster"] == seen[1]["tf_config"]["cluster"]
+    assert metrics == {"sum": 3.0}
+
+
+def check_gbdt(seen, metrics, metric, value):
+    """One model from both shards (see backend_run.py): 5 below x = 0.5 and 9 above (a
+    single shard's would say 0 and 4, or 10 and 14), the same on both ranks; the metric
+    over both shards' rows."""
+    for row in seen.values():
+        assert row["predictions"] == pytest.approx([5.0, 9.0], abs=0.01)
+    assert seen[0]["model"] == seen[1]["model"]
+    assert metrics[metric] == pytest.approx(value, abs=0.5)
+
+
+def check_xgboost(seen, addresses, metrics):
+    assert [(row["world_size"], row["sum"]) for row in seen.values()] == [(2, 3.0)] * 2
+    check_gbdt(seen, metrics, "train-rmse", 5.0)
+
+
+def check_lightgbm(seen, addresses, metrics):
+    """The machines list holds both hosts' addresses; each worker listens on its own."""
+    machines = seen[0]["network"]["machines"].split(",")
+    assert [m.rsplit(":", 1)[0] for m in machines] == addresses
+    for rank, row in seen.items():
+        assert row["network"]["machines"] == seen[0]["network"]["machines"]
+        assert machines[rank].endswith(f":{row['network']['local_listen_port']}")
+        assert row["network"]["num_machines"] == 2
+    check_gbdt(seen, metrics, "train-l2", 25.0)
+
+
+def check_horovod(seen, addresses, metrics):
+    """hvd.allreduce across the hosts: one worker on each of two nodes, the rendezvous
+    server on the driver's node address, gloo on each node's own interface."""
+    for row in seen.values():
+        assert row["sizes"] == [2, 1, 2]  # size, local size, cross size
+        assert row["sum"] == 3.0
+        assert row["env"] == {"HOROVOD_GLOO_RENDEZVOUS_ADDR": addresses[0],
+                              "HOROVOD_GLOO_IFACE": "host0"}  # fmt: skip
+    assert metrics == {"sum": 3.0}
+
+
+BACKEND_CHECKS = {
+    "tensorflow": check_tensorflow,
+    "xgboost": check_xgboost,
+    "lightgbm": check_lightgbm,
+    "horovod": check_horovod,
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", list(BACKEND_CHECKS))
+def test_every_backend_runs_across_two_hosts(hosts, tmp_path, backend):
+    """A real 2-worker run of each framework backend, one worker on each host (a torchrun
+    agent per host starting its node's worker)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [sys.executable, BACKEND_SCRIPT, backend, f"--out={out}", f"--storage={tmp_path}"]
+    run_on_hosts(hosts, torchrun_on_two_hosts(hosts, argv, nproc_per_node=1), timeout=240)
+    (after,) = [json.loads(p.read_text()) for p in out.glob("after-fit-*.json")]
+    assert after["host"] == "node1"
+    seen = {rank: json.loads((out / f"{backend}-rank{rank}.json").read_text()) for rank in (0, 1)}
+    assert [seen[rank]["host"] for rank in (0, 1)] == ["node1", "node2"]
+    addresses = [hosts.address("node1"), hosts.address("node2")]
+    BACKEND_CHECKS[backend](seen, addresses, after["metrics"])
 
 
 @pytest.mark.timeout(600)

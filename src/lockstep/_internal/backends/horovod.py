@@ -5,12 +5,16 @@ Horovod's gloo controller finds its peers through an HTTP rendezvous server. As
 for each attempt and gives every worker the ``HOROVOD_*`` variables: its rank, size, local
 and cross ranks, the server's address and port, and the network interface gloo uses. Unlike
 ``horovodrun``, the server listens on loopback only when every worker is on this machine
-(and gloo uses ``lo``); Horovod's own launcher binds every interface.
+(and gloo uses ``lo``), and otherwise on the driver's address on the way to the workers;
+Horovod's own launcher binds every interface. Each worker finds its interface on its own
+node (the driver may run on another one).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -68,7 +72,7 @@ class HorovodBackend(Backend):
 
     def worker_env(self, context: TrainContext) -> dict[str, str]:
         slot = self._slots[context.world_rank]
-        iface = sorted(self.config.nics)[0] if self.config.nics else _iface(context.node_ip)
+        nics = _iface_env(sorted(self.config.nics)[0]) if self.config.nics else {}
         return {
             "HOROVOD_HOSTNAME": slot.hostname,
             "HOROVOD_RANK": str(slot.rank),
@@ -81,18 +85,17 @@ class HorovodBackend(Backend):
             "HOROVOD_GLOO_RENDEZVOUS_PORT": str(self._address[1]),
             "HOROVOD_CONTROLLER": "gloo",
             "HOROVOD_CPU_OPERATIONS": "gloo",
-            "HOROVOD_GLOO_IFACE": iface,
-            "NCCL_SOCKET_IFNAME": iface,
             "HOROVOD_GLOO_TIMEOUT_SECONDS": str(int(self.config.timeout_s)),
             # horovod.tensorflow.keras (0.28.1) works with Keras 2 only.
             **legacy_keras_env(),
+            **nics,
         }
 
     def on_worker_start(self, context: TrainContext, collective: Collective) -> None:
-        import os
-
         if "HOROVOD_RANK" not in os.environ:  # a worker on Ray gets no environment of its own
             os.environ.update(self.worker_env(context))
+        if not self.config.nics:  # before hvd.init(), which reads it
+            os.environ.update(_iface_env(_iface(context.node_ip)))
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         for name in ("horovod.torch", "horovod.tensorflow", "horovod.tensorflow.keras"):
@@ -170,17 +173,25 @@ def _is_loopback(ip: str) -> bool:
 
 
 def _bind_address(contexts: Sequence[TrainContext]) -> str:
-    """Loopback when every worker is on this machine; else this node's own address."""
-    if all(_is_loopback(c.node_ip) for c in contexts):
+    """Loopback when every worker is on this machine; else this machine's address on the
+    way to the first worker elsewhere (the address it would send to that worker from)."""
+    remote = [c.node_ip for c in contexts if not _is_loopback(c.node_ip)]
+    if not remote:
         return "127.0.0.1"
-    import ray
+    family = socket.AF_INET6 if ":" in remote[0] else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((remote[0], 9))  # UDP: chooses the route, sends nothing
+        return str(probe.getsockname()[0])
 
-    address: Any = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-    return str(address)
+
+def _iface_env(iface: str) -> dict[str, str]:
+    """The variables that put gloo's (and NCCL's) sockets on ``iface``."""
+    return {"HOROVOD_GLOO_IFACE": iface, "NCCL_SOCKET_IFNAME": iface}
 
 
 def _iface(ip: str) -> str:
-    """The name of the network interface that has address ``ip`` (``lo`` for loopback)."""
+    """The name of this node's network interface that has address ``ip`` (``lo`` for
+    loopback)."""
     import psutil
 
     if _is_loopback(ip):
