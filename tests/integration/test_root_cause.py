@@ -14,7 +14,7 @@ from lockstep._core.errors import root_cause
 from lockstep.train import DataParallelTrainer, FailureConfig, TrainingFailedError
 from tests.helpers import fit_on
 
-KILLS = 100
+KILLS = 40
 
 
 def ping_pong(config):
