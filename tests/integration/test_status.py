@@ -132,7 +132,7 @@ def test_status_names_the_rank_in_a_collective_the_data_wait_and_the_checkpoint(
     assert answer["time"]["wall"] > 0 and set(answer["time"]) >= {"goodput", "barrier_wait"}
 
     lines = text.splitlines()
-    assert lines[0].startswith(f"rank 1 (pid {pid}, ") and "all_reduce" in lines[0]
+    assert lines[0].startswith(f"rank 1 (pid {pid}, ") and "all_reduce" in lines[0], text
     assert lines[2].split()[:4] == ["rank", "pid", "node", "phase"]
     rows = {line.split()[0]: line.split()[3] for line in lines[3:7]}
     assert rows["0"] == "report" and rows["1"] == "collective" and rows["2"] == "data_wait"
