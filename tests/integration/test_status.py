@@ -178,3 +178,64 @@ def _until_every_phase_shows(tmp_path) -> dict:  # type: ignore[no-untyped-def]
                 return answer
         time.sleep(0.2)
     raise AssertionError(f"the ranks never showed where they are: {answer}")
+
+
+def churn(config):  # type: ignore[no-untyped-def]
+    """Python code that calls, returns and copies files all the time (as persisting a
+    checkpoint does), until the test says stop."""
+    import shutil
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "source")
+        os.mkdir(source)
+        for i in range(200):
+            with open(os.path.join(source, f"part_{i}"), "wb") as f:
+                f.write(b"x" * 64)
+        copies = 0
+        while not os.path.exists(config["stop"]):
+            shutil.copytree(source, os.path.join(folder, "copy"))
+            shutil.rmtree(os.path.join(folder, "copy"))
+            copies += nested(30)
+    train.report({"copies": copies})
+
+
+def nested(depth: int) -> int:
+    return 1 if depth == 0 else 1 + nested(depth - 1)
+
+
+@pytest.mark.timeout(300)
+def test_stacks_asked_again_and_again_never_harm_a_rank_running_python(tmp_path):  # type: ignore[no-untyped-def]
+    # Reading a thread's frames while it runs on (faulthandler's handler does, in C) may
+    # read freed memory: the stacks are taken under the GIL instead.
+    stop = tmp_path / "stop"
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import sys\n"
+        "from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig\n"
+        "from tests.integration.test_status import churn\n"
+        "DataParallelTrainer(churn, train_loop_config={'stop': sys.argv[2]},\n"
+        "    scaling_config=ScalingConfig(num_workers=2),\n"
+        "    run_config=RunConfig(name='churn', storage_path=sys.argv[1], verbose=0)).fit()\n"
+    )
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), str(stop)],
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        answers = []
+        while len(answers) < 30 and driver.poll() is None:
+            ask = ["churn", "--storage-path", str(tmp_path), "--json", "--stacks"]
+            done = subprocess.run([LOCKSTEP, "status", *ask], capture_output=True, text=True)
+            answer = json.loads(done.stdout) if done.returncode == 0 else {}
+            if answer.get("ranks") and phases(answer) == ["training", "training"]:
+                answers.append(answer)
+    finally:
+        stop.touch()
+        _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 0, err
+    assert len(answers) == 30
+    for answer in answers:
+        assert all("in churn" in rank["stack"] for rank in answer["ranks"]), answer

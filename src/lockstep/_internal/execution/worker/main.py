@@ -30,6 +30,7 @@ from lockstep._internal.execution.messages import (
 )
 from lockstep._internal.execution.worker import session as session_module
 from lockstep._internal.execution.worker.phases import PhasePage
+from lockstep._internal.execution.worker.stack_text import stacks_text
 
 
 class WorkerStopped(BaseException):
@@ -102,33 +103,41 @@ def _dump_stacks_on_signal(wait: Callable[[], object]) -> int | None:
     descriptor, which the driver reads as ``/proc/PID/fd/N`` (its hang watchdog and
     ``lockstep status`` ask).
 
-    faulthandler's handler is C code: it answers even while the training function is
-    blocked in C (a collective), where a Python handler would never run. The signal is
-    taken by a thread of its own that only waits (in ``wait``: for the driver's end of
-    the connection to close): in any other thread it could interrupt a collective's
-    socket call, which fails with EINTR when the socket has a timeout (LightGBM's do)
-    and aborts the worker.
+    Every thread blocks the signal, so that it never interrupts a collective's socket call
+    (which fails with EINTR when the socket has a timeout, as LightGBM's do, and aborts the
+    worker); a thread of its own takes it (``sigwait``) and writes the stacks from Python,
+    holding the GIL: a consistent copy. (faulthandler's handler, in C, reads the frames of
+    threads that run on meanwhile, and crashes a worker that runs Python code.) A worker
+    whose GIL is held in C does not answer: the driver reads it with py-spy. Another
+    thread of its own runs ``wait`` (for the driver's end of the connection to close).
     """
     import _thread
-    import faulthandler
     import tempfile
-    import threading
 
     try:
-        stacks = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - the handler's
+        stacks = tempfile.TemporaryFile("w+b")  # noqa: SIM115 - kept open for the driver
     except OSError:
         return None
     # The training function runs in this thread: the driver looks for its stack.
-    stacks.write(f"main thread 0x{threading.get_ident():016x}\n")
+    main = threading.get_ident()
+    stacks.write(f"main thread 0x{main:016x}\n".encode())
     stacks.flush()
-    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
-    # Created now, with the signal unblocked as this thread has it (not waited for: a
-    # worker among many would wait to be scheduled twice).
-    _thread.start_new_thread(wait, ())
-    # This thread and every thread started from it from now on (the session's, the
-    # framework's) leave the signal to the waiter.
+    # Blocked first: the threads started from now on (these two, the session's, the
+    # framework's) inherit it. A signal that reaches a thread which does not block it
+    # (one started earlier) is ignored rather than ending the worker.
+    signal.signal(STACK_SIGNAL, lambda *_: None)
     signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})
+    # not waited for: a worker among many would wait to be scheduled twice
+    _thread.start_new_thread(wait, ())
+    _thread.start_new_thread(_answer_stack_signals, (stacks, main))
     return stacks.fileno()
+
+
+def _answer_stack_signals(stacks: Any, main: int) -> None:
+    """Write every thread's stack, in faulthandler's format, at each STACK_SIGNAL."""
+    while True:
+        signal.sigwait({STACK_SIGNAL})
+        os.write(stacks.fileno(), stacks_text(sys._current_frames(), main).encode())
 
 
 def _check_run_dir_visible(start: WorkerStart) -> None:

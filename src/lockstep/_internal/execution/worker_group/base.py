@@ -197,9 +197,10 @@ class ConnectedWorkerGroup(abc.ABC):
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         """Every running worker's Python stacks (faulthandler's text), by rank, with its pid.
 
-        Each worker writes them from a signal handler in C, so a worker stuck in C code
-        answers too. A worker that has not set the handler up, or does not answer, is
-        read with py-spy when it is installed; a rank on another node is left out.
+        Each worker writes them from a thread that takes the signal, under the GIL, so a
+        worker stuck in C code that released it answers too. A worker that has not set
+        that thread up, or does not answer, is read with py-spy when it is installed; a
+        rank on another node is left out.
         """
         with self._stacks_lock:  # the hang watchdog and `lockstep status` may both ask
             pids = {r: pid for r, pid in self._worker_pids().items() if r not in self._done}

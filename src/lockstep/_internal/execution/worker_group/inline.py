@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
@@ -16,6 +17,7 @@ from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerStart
 from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker.main import run_worker
+from lockstep._internal.execution.worker.stack_text import stacks_text
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
@@ -66,18 +68,11 @@ class InlineWorkerGroup(ConnectedWorkerGroup):
 
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         """The worker thread's stack (with the driver's other threads), for a hang."""
-        import faulthandler
-        import tempfile
-
         thread = self._thread
         if thread is None or not thread.is_alive() or thread.ident is None:
             return {}
-        with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
-            f.write(f"main thread 0x{thread.ident:016x}\n")
-            f.flush()
-            faulthandler.dump_traceback(f, all_threads=True)
-            f.seek(0)
-            return {0: (os.getpid(), f.read())}
+        text = f"main thread 0x{thread.ident:016x}\n"
+        return {0: (os.getpid(), text + stacks_text(sys._current_frames(), thread.ident))}
 
     def _stop_workers(self, finished: frozenset[int]) -> None:
         # A thread cannot be killed: closing the pipe makes its next session call raise.

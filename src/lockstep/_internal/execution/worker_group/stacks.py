@@ -1,5 +1,5 @@
-"""Reading the workers' Python stacks for the hang watchdog: the files their faulthandler
-writes on a signal, or, for a worker that does not answer, py-spy when it is installed.
+"""Reading the workers' Python stacks for the hang watchdog: the files they write on a
+signal, or, for a worker that does not answer, py-spy when it is installed.
 
 Both come out in faulthandler's text format (``main thread 0x...`` first), which the
 controller's ``hang`` module reads.
@@ -24,10 +24,11 @@ def collect(
     pids: dict[int, int], fds: Mapping[int, int | None], timeout: float
 ) -> dict[int, tuple[int, str]]:
     """The stacks of the workers of ``pids`` (by rank) on this machine, with their pids:
-    each worker with a stack file (``fds``, its descriptor) is signalled and writes its own,
-    from a handler in C, so one stuck in C code answers too; one without, or that does not
-    answer, is read with py-spy when it is installed. Each is the latest dump (a worker
-    asked again, by ``lockstep status``, adds a dump to its file)."""
+    each worker with a stack file (``fds``, its descriptor) is signalled and writes its own
+    (a thread of its own, under the GIL: one stuck in C code that released it answers too);
+    one without, or that does not answer, is read with py-spy when it is installed. Each
+    is the latest dump (a worker asked again, by ``lockstep status``, adds a dump to its
+    file)."""
     signalled, before = {}, {}
     for rank, pid in pids.items():
         if fds.get(rank) is not None:
