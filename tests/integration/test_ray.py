@@ -181,7 +181,13 @@ def test_ctrl_c_releases_the_placement_group(ray_cluster, tmp_path):
 
     script = tmp_path / "driver.py"
     script.write_text(CTRL_C_SCRIPT)
-    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
+    # time enough to end their function (and its temporary directory) however loaded the
+    # machine: a Ray actor is killed once the grace has passed
+    env = {
+        **os.environ,
+        "RAY_ADDRESS": ray_cluster.address,
+        "LOCKSTEP_WORKER_SHUTDOWN_GRACE_S": "60",
+    }
     driver = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path)],
         env=env,

@@ -121,8 +121,10 @@ def test_many_files_stream_with_memory_bounded_by_a_file(tmp_path):
         rows += len(batch["row"])
         peak = max(peak, pa.total_allocated_bytes() - baseline)
     assert rows == 400_000
-    # the data is 20 files; what is alive at once stays under two
-    assert peak < 2 * file_bytes, (peak, file_bytes)
+    # The data is 20 files; what is alive at once stays under three: the file batches
+    # come from, the next one read ahead (prefetch) and the last one, which a slow
+    # consumer on a loaded machine may not have let go yet.
+    assert peak < 3 * file_bytes, (peak, file_bytes)
 
 
 @settings(**SETTINGS)
