@@ -82,7 +82,7 @@ def check_stuck(answer: dict, nodes: list[str]) -> None:
     assert answer["state"] == "running"
     assert [r["rank"] for r in ranks] == [0, 1]
     assert [r["node"] for r in ranks] == nodes
-    assert [r["steps"] for r in ranks] == [1, 1]
+    assert [r["steps"] for r in ranks] == [2, 1]
     assert all(isinstance(r["pid"], int) for r in ranks), ranks
     assert ranks[0]["detail"] == "waits for the others in report() for step 2"
     assert ranks[1]["detail"] == f"in {WAIT_AT}"
