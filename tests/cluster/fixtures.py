@@ -22,15 +22,15 @@ def require(*programs: str) -> None:
 
 @pytest.fixture(scope="session")
 def hosts() -> Iterator[Hosts]:
-    """Four hosts, ``node1``..``node4`` on 10.231.0.0/24 (unless set otherwise), for the whole session: the
+    """Four hosts, ``node1``..``node4`` on 10.231.0.0/24, for the whole session: the
     schedulers use node1 and node2; Ray's test cluster has its head on node1 and its other
     nodes on node3 and node4, which it kills whole (a machine dying), so nothing else runs
     there."""
     if os.geteuid() != 0:
         pytest.fail("the hosts need root (network namespaces). HINT: run as root", pytrace=False)
     require("ip", "nsenter", "unshare", "ping")
-    # (LOCKSTEP_HOSTS_PREFIX and LOCKSTEP_HOSTS_SUBNET, as hosts.sh reads them, keep two
-    # sessions on one machine apart)
+    # LOCKSTEP_HOSTS_PREFIX and LOCKSTEP_HOSTS_SUBNET (hosts.sh's) may set others: two
+    # test runs on one machine apart
     prefix = f"{os.environ.get('LOCKSTEP_HOSTS_PREFIX', 'lsh')}{os.getpid()}"
     subnet = os.environ.get("LOCKSTEP_HOSTS_SUBNET", "10.231.0")
     with Hosts(["node1", "node2", "node3", "node4"], prefix=prefix, subnet=subnet) as made:
