@@ -285,6 +285,7 @@ class DataParallelTrainer:
             self._plan,
             lambda: _storage_root(self.run_config),
             lambda session: self._controller(session=session, started_at=started),
+            preemption_deadline_s=self.run_config.failure_config.preemption_deadline_s,
         )
 
     def _run_trial(self, trial: TrialRun) -> TrialOutcome:
