@@ -29,7 +29,11 @@ def hosts() -> Iterator[Hosts]:
     if os.geteuid() != 0:
         pytest.fail("the hosts need root (network namespaces). HINT: run as root", pytrace=False)
     require("ip", "nsenter", "unshare", "ping")
-    with Hosts(["node1", "node2", "node3", "node4"], prefix=f"lsh{os.getpid()}") as made:
+    # LOCKSTEP_HOSTS_PREFIX and LOCKSTEP_HOSTS_SUBNET (hosts.sh's) may set others: two
+    # test runs on one machine apart
+    prefix = f"{os.environ.get('LOCKSTEP_HOSTS_PREFIX', 'lsh')}{os.getpid()}"
+    subnet = os.environ.get("LOCKSTEP_HOSTS_SUBNET", "10.231.0")
+    with Hosts(["node1", "node2", "node3", "node4"], prefix=prefix, subnet=subnet) as made:
         yield made
 
 

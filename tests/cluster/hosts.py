@@ -62,10 +62,12 @@ class Hosts:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
-    def env(self) -> dict[str, str]:
-        """The environment of a ``hosts.sh`` command about these hosts."""
+    def env(self, more: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a ``hosts.sh`` command about these hosts (with ``more``,
+        whose own hosts' variables, from a copy of this environment, do not count)."""
         return {
             **os.environ,
+            **(more or {}),
             "LOCKSTEP_HOSTS_PREFIX": self.prefix,
             "LOCKSTEP_HOSTS_SUBNET": self.subnet,
             "LOCKSTEP_HOSTS_DIR": str(self.dir),
@@ -125,7 +127,7 @@ class Hosts:
         """Run ``argv`` as ``host`` to its end; raise with its output if it fails (``check``)."""
         done = subprocess.run(
             self.command(host, argv, as_name),
-            env={**self.env(), **(env or {})},
+            env=self.env(env),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -150,7 +152,7 @@ class Hosts:
         """Start ``argv`` as ``host``; the caller waits for it."""
         return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
             self.command(host, argv, as_name),
-            env={**self.env(), **(env or {})},
+            env=self.env(env),
             text=True,
             **kwargs,
         )

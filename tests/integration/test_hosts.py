@@ -43,7 +43,7 @@ def test_hosts_reach_each_other_by_name_and_nothing_else(hosts):
         route = hosts.run("node1", ["ip", "route", "get", address], check=False)
         assert route.returncode != 0 and "unreachable" in route.stderr
     routes = hosts.run("node1", ["ip", "-4", "route"]).stdout.splitlines()
-    assert [r.split()[0] for r in routes] == ["10.231.0.0/24"]
+    assert [r.split()[0] for r in routes] == [f"{hosts.subnet}.0/24"]
 
 
 SERVE = """
@@ -72,7 +72,7 @@ def test_a_tcp_connection_crosses_hosts(hosts):
     finally:
         server.wait(timeout=30)
         server.stdout.close()
-    assert done.stdout.strip() == "node2 saw 10.231.0.1: hello"
+    assert done.stdout.strip() == f"node2 saw {hosts.address('node1')}: hello"
 
 
 def test_srun_runs_on_both_nodes_with_their_ranks(slurm):
@@ -316,6 +316,7 @@ def test_readme_hosts_commands():
     prefix = f"lshreadme{os.getpid()}"
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "LOCKSTEP_HOSTS_PREFIX": prefix}
+    env.pop("LOCKSTEP_HOSTS_SUBNET", None)  # the README's commands use the default subnet
     try:
         done = subprocess.run(
             ["bash", "-e", "-c", commands],

@@ -101,8 +101,9 @@ def rank_row(
     now: float,
     run_dir: storage.StorageDir,
 ) -> RankRow:
-    """One rank's row, from the driver's facts, its phase page (or None) and its main
-    thread's frames (or None)."""
+    """One rank's row, from the driver's facts, its phase page (or None: on another node,
+    the driver's facts alone say whether it waits in ``report()``) and its main thread's
+    frames (or None)."""
     since_report = None if facts.last_report is None else now - facts.last_report
     row = RankRow(facts.rank, facts.pid, facts.node, "training", None, facts.steps, since_report)
     if facts.dead is not None:
@@ -113,6 +114,8 @@ def rank_row(
         _from_page(row, page, now, run_dir)
     elif facts.waiting_for_step is not None or facts.returned:
         row.phase = "report"
+    else:  # no page to read (a rank on another node): in its code since its last report
+        row.seconds_in_phase = since_report
     if facts.returned:
         row.detail = "its function returned; waits for the others to end"
     elif row.phase == "report":

@@ -104,13 +104,15 @@ class Heartbeat:
     with ``stack_fd``, the descriptor of the unlinked file where the worker writes its
     stacks on :data:`STACK_SIGNAL` (read as ``/proc/PID/fd/N``: it leaves nothing behind,
     even when the driver is killed), or None, and ``phase_fd``, that of the page where
-    it keeps its phase (``worker/phases.py``), or None.
+    it keeps its phase (``worker/phases.py``), or None, and ``pid``, its process id on
+    its own node (the driver knows no other of a worker on another node).
     """
 
     rank: int
     started: bool = False
     stack_fd: int | None = None
     phase_fd: int | None = None
+    pid: int | None = None
 
 
 @_pickled_by_fields

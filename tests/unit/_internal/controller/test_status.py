@@ -94,6 +94,20 @@ def test_without_a_page_the_driver_knows_who_waits_and_who_starts() -> None:
     )
 
 
+def test_without_a_page_a_rank_in_its_code_counts_from_its_last_report() -> None:
+    # a rank on another node: the driver has its reports, and its stack when asked
+    made = row(1, frames=IN_ALL_REDUCE[1:])
+    assert (made.phase, made.seconds_in_phase, made.detail) == (
+        "training",
+        50.0,
+        "in step() at train.py:88",
+    )
+    assert summary([made, row(0, waiting_for_step=17)], state="running") == (
+        "rank 1 (pid 101, node n1) has been in its own code for 50 s in step() at "
+        "train.py:88; rank 0 waits in report() for step 17"
+    )
+
+
 def test_a_dead_rank_comes_first() -> None:
     rows = [row(0, dead="rank 0 (pid 100) was killed by SIGKILL"), row(1)]
     assert rows[0].phase == "dead"

@@ -75,7 +75,8 @@ def run_worker(
         # the hang watchdog counts from here: setup (imports, rendezvous) is not a step
         phase_fd = page.fd if page is not None else None
         rank = start.context.world_rank
-        session.send(Heartbeat(rank, started=True, stack_fd=stack_fd, phase_fd=phase_fd))
+        started = Heartbeat(rank, True, stack_fd, phase_fd, os.getpid())
+        session.send(started)
         session.function_started()
         value = _run_function(start.train_fn)
         payload, dropped = _pickle_return_value(value, start.context.world_rank)

@@ -150,6 +150,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
         self._phase_fds: dict[int, int] = {}  # each worker's phase page, as its own fd
+        self._started_pids: dict[int, int] = {}  # each worker's pid, as it says (any node)
         self._stacks_lock = threading.Lock()
 
     def start(self, spec: WorkerGroupSpec) -> None:
@@ -162,7 +163,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._ray_hooks(spec.backend, spec.num_workers, "on_start", "on_training_start")
         self._num_workers = spec.num_workers
         self._backend.on_group_start([contexts[rank] for rank in sorted(contexts)])
-        self._stack_fds, self._phase_fds = {}, {}
+        self._stack_fds, self._phase_fds, self._started_pids = {}, {}, {}
         starts = {rank: spec.worker_start(c) for rank, c in contexts.items()}
         self._conns = self._launch(spec, starts)
         self._readers = {}
@@ -211,7 +212,8 @@ class ConnectedWorkerGroup(abc.ABC):
         return {}
 
     def worker_places(self) -> dict[int, WorkerPlace]:
-        """Every running worker's pid, node and phase (read from its page), by rank.
+        """Every running worker's pid, node and phase (read from its page, on this node
+        only: None on another), by rank.
 
         Safe to call from another thread than the controller's (``lockstep status``
         asks from the driver's status thread): it only reads.
@@ -230,6 +232,7 @@ class ConnectedWorkerGroup(abc.ABC):
             if page is not None:
                 with page:
                     phase = phases.read(page)
+            pid = pid if pid is not None else self._started_pids.get(rank)
             places[rank] = WorkerPlace(pid, topology.address_of(rank), phase)
         return places
 
@@ -410,6 +413,8 @@ class ConnectedWorkerGroup(abc.ABC):
                     self._stack_fds[rank] = message.stack_fd
                 if message.phase_fd is not None:
                     self._phase_fds[rank] = message.phase_fd
+                if message.pid is not None:
+                    self._started_pids[rank] = message.pid
             events.append(message)
 
     def _answer(self, outcome: tuple[list[int], CollectiveReply] | None) -> None:
