@@ -129,11 +129,7 @@ def test_status_of_a_run_on_the_ray_executor(ray_cluster, tmp_path):  # type: ig
     assert "in stuck_rank" in stacks["ranks"][0]["stack"]  # in report()
     assert "in wait_for" in stacks["ranks"][1]["stack"], stacks["ranks"][1]
     assert "in stuck_rank" in stacks["ranks"][1]["stack"]
-    lines = text.splitlines()
-    who = f"rank 1 (pid {answer['ranks'][1]['pid']}, node {address})"
-    assert lines[0].startswith(f"{who} has been in its own code for "), text
-    rows = {line.split()[0]: line.split()[3] for line in lines[3:5]}
-    assert rows == {"0": "report", "1": "training"}, text
+    check_text(text, answer, address)
 
 
 @pytest.mark.timeout(300)
@@ -165,8 +161,13 @@ def test_status_of_a_run_across_two_hosts_from_the_drivers_host(hosts, tmp_path)
     # the second host's worker: its pid there, its stack read by its node's process
     assert "in wait_for" in stacks["ranks"][1]["stack"], stacks["ranks"][1]
     assert "in stuck_rank" in stacks["ranks"][0]["stack"]
+    check_text(text, answer, hosts.address("node2"))
+
+
+def check_text(text: str, answer: dict, node: str) -> None:  # type: ignore[type-arg]
+    """The text form: rank 1 (on ``node``) named first, then a row per rank."""
     lines = text.splitlines()
-    who = f"rank 1 (pid {answer['ranks'][1]['pid']}, node {hosts.address('node2')})"
+    who = f"rank 1 (pid {answer['ranks'][1]['pid']}, node {node})"
     assert lines[0].startswith(f"{who} has been in its own code for "), text
     rows = {line.split()[0]: line.split()[3] for line in lines[3:5]}
     assert rows == {"0": "report", "1": "training"}, text
