@@ -89,35 +89,6 @@ def test_srun_runs_on_both_nodes_with_their_ranks(slurm):
     ]
 
 
-def test_sbatch_scancel_and_requeue(slurm, tmp_path):
-    out = tmp_path / "job.out"
-    # the job says when it starts and when it is told to stop, then waits to be stopped
-    script = f"""#!/bin/bash
-#SBATCH -N2 --ntasks-per-node=1 --requeue --open-mode=append -o {out}
-trap 'echo "TERM $SLURM_RESTART_COUNT"; exit 143' TERM
-echo "start ${{SLURM_RESTART_COUNT:-0}} $SLURM_JOB_NUM_NODES"
-while true; do sleep 0.1; done
-"""
-    job = slurm.sbatch(script)
-    slurm.wait(job, {"RUNNING"})
-    wait_for_text(out, "start 0 2")
-    slurm.requeue(job)  # the job is stopped and queued again, then runs again
-    wait_for_text(out, "start 1 2")
-    assert slurm.job(job)["Restarts"] == "1"
-    slurm.scancel(job, "TERM", batch=True)
-    assert slurm.wait(job) in {"FAILED", "CANCELLED"}
-    assert "TERM 1" in out.read_text()
-
-
-def wait_for_text(path: Path, text: str, timeout: float = 60) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and text in path.read_text()):
-        assert time.monotonic() < deadline, f"{text!r} never appeared in {path}"
-        time.sleep(0.1)
-
-
 def test_openmpi_starts_ranks_on_both_hosts(hosts):
     require(launchers.OPEN_MPI)
     line = "echo $(hostname) $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_SIZE"

@@ -14,7 +14,7 @@ from lockstep._core.errors import root_cause
 from lockstep.train import DataParallelTrainer, FailureConfig, TrainingFailedError
 from tests.helpers import fit_on
 
-KILLS = 40
+KILLS = 25
 
 
 def ping_pong(config):
