@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lockstep._core.json_text import readable_json
+
 STATE_VERSION = 1
 
 
@@ -84,7 +86,7 @@ class RunState:
     version: int = STATE_VERSION
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=1, sort_keys=True).encode("utf-8")
+        return readable_json(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RunState:

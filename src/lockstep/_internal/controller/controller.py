@@ -327,7 +327,8 @@ class TrainController:
         phase = _PHASES.get(type(next_state))
         if phase is not None and phase != self._ledger.phase:
             self._ledger.enter(phase, since=failed)
-            self._run_record.write_ledger(self._ledger.to_json())
+            if not isinstance(next_state, Finished):  # its end writes the ledger, once
+                self._run_record.write_ledger(self._ledger.to_json())
         self.state = next_state
 
     def _start(self, attempt: int) -> State:

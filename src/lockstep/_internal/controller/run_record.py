@@ -32,6 +32,7 @@ from lockstep._core import flags, storage
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.config import CheckpointConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, last_output_header
+from lockstep._core.json_text import readable_json
 from lockstep._core.result import Result, user_metrics
 from lockstep._core.run_state import AttemptRecord, RunState
 from lockstep._core.storage import DRIVER_FILE
@@ -347,7 +348,7 @@ class RunRecord:
         commits, at the end); a storage that will not take it costs a warning, not the
         run. Locally without an fsync: time.bin has the figures too, and a restart per
         failure should not wait for a disk."""
-        data_bytes = json.dumps(data, indent=1).encode()
+        data_bytes = readable_json(data)
         try:
             self._time.write_json(data_bytes)
         except Exception as exc:  # an object store's client raises its own errors
