@@ -29,6 +29,7 @@ from lockstep._internal.controller.scaling_policy import ElasticRun, create_scal
 from lockstep._internal.execution import run
 from lockstep._internal.execution.environments.base import Launch
 from lockstep._internal.execution.messages import LocalFunction
+from lockstep._internal.execution.plan import ExecutionPlan
 from lockstep._internal.execution.resolve import (
     capacity_probe,
     default_storage_path,
@@ -43,6 +44,8 @@ from lockstep._internal.execution.worker_group.cluster.driver import DriverSessi
 
 _S = TypeVar("_S", bound="TrainerSpec")
 _T = TypeVar("_T", bound="DataParallelTrainer")
+
+_NO_WORKERS = ScalingConfig(num_workers=0)  # a Tune function trial's run
 
 
 @dataclass(frozen=True)
@@ -208,30 +211,45 @@ class DataParallelTrainer:
 
     @classmethod
     def _function_trial(
-        cls, fn: Callable[..., Any], config: dict[str, Any], run_config: RunConfig
+        cls,
+        fn: Callable[..., Any],
+        config: dict[str, Any],
+        run_config: RunConfig,
+        plan: ExecutionPlan | None = None,
     ) -> DataParallelTrainer:
         """A Tune function trainable as a run of no workers: ``fn(config)`` runs in the
         driver's process, never pickled, so that large objects it was given
         (``tune.with_parameters``) are shared, not copied; a dict it returns is its last
-        report, as in Ray Tune."""
+        report, as in Ray Tune. ``fn`` may be wrapped already and ``plan`` resolved
+        already (:meth:`_function_trial_parts`: once for all the trials of a Tuner)."""
         spec = TrainerSpec(
-            train_loop_per_worker=FunctionTrial(fn),
+            train_loop_per_worker=fn if isinstance(fn, FunctionTrial) else FunctionTrial(fn),
             train_loop_config=config,
-            scaling_config=ScalingConfig(num_workers=0),
+            scaling_config=_NO_WORKERS,
             run_config=run_config,
         )
         trainer = cls.__new__(cls)
-        trainer._build(spec, in_process=True)
+        trainer._build(spec, in_process=True, plan=plan)
         return trainer
 
-    def _build(self, spec: TrainerSpec, *, in_process: bool = False) -> None:
-        """Check what depends on this machine and the chosen executor; pickle the function
-        now, so that a mistake fails here rather than after the workers have started
-        (unless the function runs ``in_process``, as a Tune function trial's does)."""
+    @staticmethod
+    def _function_trial_parts(fn: Callable[..., Any]) -> tuple[FunctionTrial, ExecutionPlan]:
+        """What every trial of the function trainable ``fn`` shares: ``fn`` wrapped (its
+        signature read once) and the plan of a run of no workers (the environment read
+        once)."""
+        return FunctionTrial(fn), resolve_plan(_NO_WORKERS)
+
+    def _build(
+        self, spec: TrainerSpec, *, in_process: bool = False, plan: ExecutionPlan | None = None
+    ) -> None:
+        """Check what depends on this machine and the chosen executor (the ``plan``, when
+        it was resolved already); pickle the function now, so that a mistake fails here
+        rather than after the workers have started (unless the function runs
+        ``in_process``, as a Tune function trial's does)."""
         self._spec = spec
         self._in_process = in_process
         self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
-        self._plan = resolve_plan(self.scaling_config)
+        self._plan = plan if plan is not None else resolve_plan(self.scaling_config)
         self.run_config = _named(spec.run_config or RunConfig(), self._plan.launch)
         _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = spec.backend_config

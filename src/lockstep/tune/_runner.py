@@ -35,7 +35,12 @@ from lockstep.tune._resources import ResourcePool
 from lockstep.tune._state import STUDY_FILE, Journal, SaveThrottle, write_state
 from lockstep.tune._stopper import Stopper
 from lockstep.tune._threads import TrialThreads
-from lockstep.tune._trainable import run_trial, trial_run_config
+from lockstep.tune._trainable import (
+    FunctionParts,
+    function_parts,
+    run_trial,
+    trial_run_config,
+)
 from lockstep.tune._trial import (
     ERROR,
     PAUSED,
@@ -137,6 +142,7 @@ class TrialRunner:
         self._synced_lines = self._journal.num_lines  # on the disk when the state was saved
         self._waiting = WaitingTrials(trials)
         self._self_limiting = _self_limiting(setup.searcher)
+        self._function_parts: FunctionParts | None = None  # the first trial makes them
         # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
         # per event would cost every trial once per event).
         self._shown = cast("list[Trial]", trials)
@@ -290,7 +296,15 @@ class TrialRunner:
             name=trial.dirname,
             storage_path=self._s.experiment_dir.uri,
         )
-        return run_trial(self._s.trainable, dict(trial.config), run_config=run_config, trial=run)
+        if self._function_parts is None:  # in the trial: an error is the trial's, as it was
+            self._function_parts = function_parts(self._s.trainable)
+        return run_trial(
+            self._s.trainable,
+            dict(trial.config),
+            run_config=run_config,
+            trial=run,
+            shared=self._function_parts,
+        )
 
     # -- in the runner's thread -------------------------------------------------------------
 

@@ -121,13 +121,31 @@ def trainable_name(trainable: Any) -> str:
 
 
 def run_trial(
-    trainable: Any, config: dict[str, Any], *, run_config: RunConfig, trial: TrialRun
+    trainable: Any,
+    config: dict[str, Any],
+    *,
+    run_config: RunConfig,
+    trial: TrialRun,
+    shared: FunctionParts | None = None,
 ) -> TrialOutcome:
-    """One run of a trial of ``trainable`` with ``config``, to its end."""
+    """One run of a trial of ``trainable`` with ``config``, to its end (a function's with
+    the ``shared`` parts of its trials, see :func:`function_parts`)."""
     if isinstance(trainable, TrainerTrainable):
         return trainable.run(config, run_config=run_config, trial=trial)
-    runner = DataParallelTrainer._function_trial(trainable, config, run_config)
+    fn, plan = shared if shared is not None else (trainable, None)
+    runner = DataParallelTrainer._function_trial(fn, config, run_config, plan)
     return runner._run_trial(trial)
+
+
+FunctionParts = tuple[Any, Any]
+
+
+def function_parts(trainable: Any) -> FunctionParts | None:
+    """What every trial of a function trainable shares (made once per experiment, not
+    per trial): the function wrapped and its run's execution plan; None for a trainer."""
+    if isinstance(trainable, TrainerTrainable):
+        return None
+    return DataParallelTrainer._function_trial_parts(trainable)
 
 
 # -- a trainer as the trainable -------------------------------------------------------------
