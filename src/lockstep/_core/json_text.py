@@ -7,13 +7,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def readable_json(data: Mapping[str, Any], *, sort_keys: bool = False) -> bytes:
+def readable_json(
+    data: Mapping[str, Any],
+    *,
+    sort_keys: bool = False,
+    default: Callable[[Any], Any] | None = None,
+) -> bytes:
     """``data`` as JSON with each top-level key on a line of its own, its value on the
-    same line (the same document as ``json.dumps(data, indent=1)``, laid out otherwise).
+    same line (the same document as ``json.dumps(data, indent=1)``, laid out otherwise);
+    ``default`` as json's, for what JSON cannot hold.
 
     Example:
         >>> print(readable_json({"b": [1, 2], "a": {"x": None}}, sort_keys=True).decode())
@@ -26,6 +32,7 @@ def readable_json(data: Mapping[str, Any], *, sort_keys: bool = False) -> bytes:
     if not keys:
         return b"{}"
     lines = ",\n".join(
-        f" {json.dumps(str(key))}: {json.dumps(data[key], sort_keys=sort_keys)}" for key in keys
+        f" {json.dumps(str(key))}: {json.dumps(data[key], sort_keys=sort_keys, default=default)}"
+        for key in keys
     )
     return f"{{\n{lines}\n}}".encode()

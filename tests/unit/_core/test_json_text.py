@@ -28,3 +28,12 @@ def test_run_state_round_trips():
     state = RunState(status="finished", training_iteration=3)
     state.history.append(AttemptRecord(0, 2, 12.5, 0))
     assert RunState.from_json(state.to_json()) == state
+
+
+def test_default_for_what_json_cannot_hold():
+    class Opaque:
+        def __repr__(self):
+            return "Opaque()"
+
+    text = readable_json({"a": {"obj": Opaque()}}, default=repr)
+    assert json.loads(text) == {"a": {"obj": "Opaque()"}}

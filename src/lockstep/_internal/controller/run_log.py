@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
+from lockstep._core.json_text import readable_json
 from lockstep._core.mappings import flatten_dict
 from lockstep._core.result import parse_result_lines, read_results
 from lockstep._core.storage import open_append, write_all
@@ -83,7 +84,7 @@ class RunLog:
         return self._rows[-1] if self._rows else None
 
     def write_params(self, params: Mapping[str, Any]) -> None:
-        data = json.dumps(params, indent=2, sort_keys=True, default=repr).encode("utf-8")
+        data = readable_json(params, sort_keys=True, default=repr)
         self._run_dir.write_atomic(storage.PARAMS_FILE, data)
 
     def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
