@@ -12,7 +12,15 @@ experiment directory is kept until the last run has ended: deleting thousands of
 just before the next run makes ext4 scan the inodes it just freed at every file it
 creates (several times a trial's own cost), which measures the benchmark's cleanup.
 
-    python benchmarks/tune_vs_optuna.py [--trials 100] [--repeats 5]
+A trial's run creates 7 files (its directory, params.json, result.json, progress.csv,
+time.bin, time.json, run_state.json). What creating one costs depends on the filesystem
+more than on lockstep: on ext4 without a journal, a directory whose block group holds many
+recently deleted inodes (a shared /tmp) takes 0.3-0.9 ms a file where another takes 20 us.
+So the cost of creating a file where the experiment is written is printed too, measured in
+the same run; ``--storage DIR`` puts the experiments in DIR (a temporary directory by
+default).
+
+    python benchmarks/tune_vs_optuna.py [--trials 100] [--repeats 5] [--storage DIR]
     python benchmarks/tune_vs_optuna.py --trials 10000 --repeats 1   # about 10 min each
 """
 
@@ -92,12 +100,26 @@ def optuna_once(trials: int) -> tuple[float, float]:
     return wall, cpu
 
 
+def file_creation_us(storage: str, count: int = 200) -> float:
+    """Microseconds to create (and write 100 bytes to) one file in a new directory of
+    ``storage``, as a trial's run does; the files stay until the end, as the trials'."""
+    folder = tempfile.mkdtemp(prefix="files-", dir=storage)
+    start = time.perf_counter()
+    for n in range(count):
+        with open(os.path.join(folder, f"f{n}"), "wb") as f:
+            f.write(b"x" * 100)
+    return (time.perf_counter() - start) / count * 1e6
+
+
 def main() -> None:
-    args = bench.options(__doc__, trials=100, repeats=5).parse_args()
-    storage = tempfile.mkdtemp(prefix="lockstep-bench-tune-")
+    parser = bench.options(__doc__, trials=100, repeats=5)
+    parser.add_argument("--storage", default=None, help="where the experiments go")
+    args = parser.parse_args()
+    storage = tempfile.mkdtemp(prefix="lockstep-bench-tune-", dir=args.storage)
     try:
         tuner_once(5, storage, "warm")  # the imports, Optuna's SQLite template
         optuna_once(5)
+        creation = file_creation_us(storage)
         ours, plain = [], []
         for repeat in range(args.repeats):
             ours.append(tuner_once(args.trials, storage, f"run{repeat}"))
@@ -107,6 +129,7 @@ def main() -> None:
     wall, cpu, copy = (statistics.median(r[i] for r in ours) for i in range(3))
     base_wall, base_cpu = (statistics.median(r[i] for r in plain) for i in range(2))
     print(bench.machine_load())
+    print(f"creating a file in {os.path.dirname(storage)}: {creation:.0f} us (a trial creates 7)")
     print(
         f"plain optuna, {args.trials} trials: median {base_wall:.3f} s "
         f"(CPU {base_cpu:.3f} s) over {args.repeats} runs"

@@ -120,6 +120,10 @@ def trainable_name(trainable: Any) -> str:
 # -- running a trial ------------------------------------------------------------------------
 
 
+# A function trainable's wrapper and its runs' execution plan (see function_parts).
+FunctionParts = tuple[Any, Any]
+
+
 def run_trial(
     trainable: Any,
     config: dict[str, Any],
@@ -135,9 +139,6 @@ def run_trial(
     fn, plan = shared if shared is not None else (trainable, None)
     runner = DataParallelTrainer._function_trial(fn, config, run_config, plan)
     return runner._run_trial(trial)
-
-
-FunctionParts = tuple[Any, Any]
 
 
 def function_parts(trainable: Any) -> FunctionParts | None:
