@@ -9,7 +9,7 @@ def test_the_same_document_as_json_with_indent():
         "version": 1,
         "time": {"wall": 1.5, "goodput": 0.25},
         "time_per_rank": [{"rank": 0, "wall": 1.5}, {"rank": 1, "wall": None}],
-        "name": "caf\u00e9 \"quoted\"\n",
+        "name": 'caf\u00e9 "quoted"\n',
         "empty": {},
     }
     text = readable_json(data).decode()
