@@ -403,6 +403,7 @@ class TrainController:
         if self._reports.collect_uploads(failures):
             self._hang.progress()
         directive = self._take(run, events, failures)
+        self._reports.catch_up(idle=not events)
         if failures:
             self._await_root_cause(run, failures)
             return self._on_failures(run, with_waiting(failures, self._reports.steps), drain=drain)

@@ -337,9 +337,14 @@ class RunRecord:
         sources), from ``time.json`` or ``time.bin``, whichever is newer; None if none."""
         return self._time.previous()
 
+    def catch_up(self) -> None:
+        """Write progress.csv's lines of the rows logged since the last call (result.json
+        has them already: see :meth:`RunLog.catch_up`)."""
+        self._run_log.catch_up()
+
     def write_ledger_figures(self, values: array.array[float]) -> None:
-        """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite``, after every step
-        (locally; elsewhere only :meth:`write_ledger` writes)."""
+        """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite`` (locally;
+        elsewhere only :meth:`write_ledger` writes)."""
         self._time.write_figures(values)
 
     def write_ledger(self, data: Mapping[str, Any]) -> None:

@@ -231,8 +231,8 @@ class FrameReader:
     """Reads the messages a :class:`~multiprocessing.connection.Connection` sends (each a
     4-byte big-endian length, or -1 and an 8-byte one, then the pickle) from the socket
     under ``conn``, taking with one ``recv`` every message that has arrived: a report
-    costs one system call to read, where ``Connection.recv`` makes two, and a third to
-    learn whether another one follows.
+    costs one system call to read, where ``Connection.recv`` makes two, and a read that
+    did not fill the buffer says the socket is empty (:attr:`drained`) without a third.
 
     Every read of the connection must go through the reader (it keeps what it read
     ahead). Its socket is a duplicate of the connection's descriptor: closing the
@@ -246,6 +246,9 @@ class FrameReader:
         self._buffer = bytearray()
         self._chunk = memoryview(bytearray(_READ_SIZE))  # read into, not allocated per read
         self._dontwait = socket.MSG_DONTWAIT
+        # The last read took all the socket held (it did not fill the chunk): what comes
+        # next makes the connection readable again, so nobody need ask it until then.
+        self.drained = False
 
     def buffered(self) -> bool:
         """Whether a message (or part of one) was read ahead."""
@@ -272,9 +275,11 @@ class FrameReader:
         self._socket.close()
 
     def _fill(self, *, wait: bool) -> None:
+        self.drained = False
         size = self._socket.recv_into(self._chunk, _READ_SIZE, 0 if wait else self._dontwait)
         if not size:
             raise EOFError("the connection was closed")
+        self.drained = size < _READ_SIZE
         self._buffer += self._chunk[:size]
 
     def _complete(self, *, wait_for_rest: bool, limit: int | None = None) -> list[Any]:

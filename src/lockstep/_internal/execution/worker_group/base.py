@@ -358,6 +358,8 @@ class ConnectedWorkerGroup(abc.ABC):
                 if not messages:
                     return
                 self._dispatch_all(rank, messages, events)
+                if reader.drained:
+                    return  # a short read took all there was: no read to learn that
         except (EOFError, OSError):
             self._mark_lost(rank, events)
 
