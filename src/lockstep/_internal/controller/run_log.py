@@ -30,18 +30,18 @@ from lockstep._core.result import parse_result_lines, read_results
 from lockstep._core.storage import open_append, write_all
 
 
-class _CsvLine:
-    """progress.csv's line of a flat row, by the csv module's rules, with one reused buffer
+class _CsvLines:
+    """progress.csv's lines of flat rows, by the csv module's rules, with one reused buffer
     (``csv.DictWriter`` checks every key of every row in Python)."""
 
     def __init__(self) -> None:
         self._out = io.StringIO()
         self._writer = csv.writer(self._out)
 
-    def __call__(self, flat: Mapping[str, Any], columns: list[str]) -> str:
+    def __call__(self, flat: list[dict[str, Any]], columns: list[str]) -> str:
         self._out.seek(0)
         self._out.truncate()
-        self._writer.writerow([flat.get(c) for c in columns])
+        self._writer.writerows([row.get(c) for c in columns] for row in flat)
         return self._out.getvalue()
 
 
@@ -63,7 +63,7 @@ class RunLog:
             self._rows = _merged(self._rows, self._journal.rows())
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
-        self._csv_line = _CsvLine()
+        self._csv_lines = _CsvLines()
         self._behind: list[dict[str, Any]] = []  # flat rows progress.csv has not got yet
         self._json: int | None = None  # file descriptors, open while the run appends
         self._csv: int | None = None
@@ -128,8 +128,7 @@ class RunLog:
         if not all(self._known.issuperset(f) for f in flat):
             self._rewrite_csv()  # a new column: the table's header changes
             return
-        text = "".join(self._csv_line(f, self._columns) for f in flat)
-        write_all(self._csv, text.encode())
+        write_all(self._csv, self._csv_lines(flat, self._columns).encode())
 
     def _rewrite_csv(self) -> None:
         """progress.csv whole again, from every row, then open for appending again."""
