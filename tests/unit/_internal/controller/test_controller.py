@@ -10,6 +10,8 @@ from lockstep._core import run_events
 from lockstep._core.callback import UserCallback
 from lockstep._core.config import CheckpointConfig, FailureConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
+from lockstep._core.time_ledger import TIME_HOT_FILE, unpack_hot
+from lockstep._internal.controller import reports
 from lockstep._internal.controller.controller import (
     Errored,
     Finished,
@@ -211,6 +213,34 @@ def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
     controller.step()
     # a checkpointed step is released by its commit, not by StepDone
     assert fake.released == [0] and [m.step for m in fake.notified] == [1]
+
+
+def test_the_table_and_the_time_figures_follow_a_step_when_the_driver_is_idle(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(reports, "CATCH_UP_S", 3600.0)  # only an idle poll catches up
+    script = [
+        [report(0, 0), report(1, 0)],
+        [report(0, 1), report(1, 1)],
+        [],  # nothing came: the driver is idle
+        [returned(0, 2), returned(1, 2)],
+    ]
+    controller, _, run_dir = make_controller(tmp_path, [script])
+
+    def lines(name):
+        return len(run_dir.read_text(name).splitlines()) if run_dir.exists(name) else 0
+
+    controller.step()  # start
+    controller.step()
+    controller.step()
+    assert controller.state.run.group.released == [0, 1]
+    # result.json's lines are written before the workers are released; progress.csv (a
+    # header and the first line, written with result.json's first) and time.bin wait
+    assert (lines("result.json"), lines("progress.csv")) == (2, 2)
+    assert not run_dir.exists(TIME_HOT_FILE)
+    controller.step()
+    assert (lines("result.json"), lines("progress.csv")) == (2, 3)
+    assert unpack_hot(run_dir.read_bytes(TIME_HOT_FILE)) is not None
 
 
 def test_a_death_while_others_wait_in_report_names_every_count(tmp_path):
