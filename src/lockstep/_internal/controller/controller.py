@@ -398,7 +398,7 @@ class TrainController:
     def _poll(self, state: Running | Draining, drain: Drain | None) -> State:
         """Take what the workers sent; ``state`` itself while the attempt just runs on."""
         run = state.run
-        events = run.group.poll(POLL_TIMEOUT_S)
+        events = run.group.poll(self._reports.poll_timeout(POLL_TIMEOUT_S))
         failures: dict[int, WorkerFailure] = {}
         if self._reports.collect_uploads(failures):
             self._hang.progress()

@@ -30,8 +30,8 @@ from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import CheckpointCommitted, Report, StepDone
 from lockstep._internal.execution.worker_group.base import WorkerGroup
 
-# How long progress.csv's lines and time.bin's figures may wait while steps keep coming
-# (a driver with nothing to do writes them at once): a batch costs a write, not a step.
+# How long progress.csv's lines and time.bin's figures may wait after a step (a driver
+# with nothing to do writes them at once): while steps keep coming, a batch costs a write.
 CATCH_UP_S = 0.1
 
 
@@ -103,6 +103,14 @@ class ReportHandler:
                 decided = directive
             report = None  # type: ignore[assignment]  # counted with the first step
         return decided
+
+    def poll_timeout(self, longest: float) -> float:
+        """How long the next poll may wait for the workers: at most ``longest``, and no
+        later than when what waits for :meth:`catch_up` is due."""
+        since = self._behind_since
+        if since is None:
+            return longest
+        return max(0.0, min(longest, since + CATCH_UP_S - time.monotonic()))
 
     def catch_up(self, *, idle: bool = False) -> None:
         """Write what the steps left for later (progress.csv's lines, time.bin's figures)
