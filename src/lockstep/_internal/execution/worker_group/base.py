@@ -20,7 +20,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import pickle
-import selectors
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from lockstep._internal.execution.messages import (
 from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker import phases
 from lockstep._internal.execution.worker_group import stacks
+from lockstep._internal.execution.worker_group.readiness import Key, Readiness
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
@@ -145,7 +145,7 @@ class ConnectedWorkerGroup(abc.ABC):
         self._relay = CollectiveRelay(0)
         # Kept across polls (report() is a round trip through here): rebuilt only when a
         # worker finishes, so each poll is one system call.
-        self._selector: selectors.BaseSelector | None = None
+        self._selector: Readiness | None = None
         self._selector_done = 0  # how many workers had finished when it was made
         self._backend: Backend | None = None  # its driver side runs while the group does
         self._num_workers = 0
@@ -240,20 +240,19 @@ class ConnectedWorkerGroup(abc.ABC):
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
         selector = self._waiting()
-        if not selector.get_map():
+        if not selector:
             return events
-        self._take_ready(selector.select(timeout), events)
+        self._take_ready(selector.ready(timeout), events)
         if events:
             # What came meanwhile (another rank's report of the same step, often): one
             # look more, so that a step's reports are taken in one poll.
-            self._take_ready(self._waiting().select(0), events)
+            self._take_ready(self._waiting().ready(0), events)
         if any(isinstance(e, Failed) for e in events):
             self._take_everything_sent(events)
         return events
 
-    def _take_ready(self, ready: list[tuple[Any, int]], events: list[WorkerEvent]) -> None:
-        for key, _ in ready:
-            kind, rank = key.data
+    def _take_ready(self, ready: list[Key], events: list[WorkerEvent]) -> None:
+        for kind, rank in ready:
             if rank in self._done:
                 continue
             if kind == "end":
@@ -267,19 +266,19 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank in list(self._conns):
             self._receive(rank, events, to_the_end=True)
 
-    def _waiting(self) -> selectors.BaseSelector:
-        """The selector over every unfinished worker's connection and end-of-process fd."""
+    def _waiting(self) -> Readiness:
+        """The readiness of every unfinished worker's connection and end-of-process fd."""
         # (the finished ranks only grow within an attempt: their count says whether they did)
         if self._selector is not None and self._selector_done == len(self._done):
             return self._selector
         self._close_selector()
-        selector = selectors.DefaultSelector()
+        selector = Readiness()
         for rank, conn in self._conns.items():
             if rank not in self._done:
-                selector.register(conn, selectors.EVENT_READ, ("conn", rank))
+                selector.add(conn, ("conn", rank))
         for waitable, rank in self._exit_waitables().items():
             if rank not in self._done:
-                selector.register(waitable, selectors.EVENT_READ, ("end", rank))
+                selector.add(waitable, ("end", rank))
         self._selector, self._selector_done = selector, len(self._done)
         return selector
 
