@@ -234,6 +234,8 @@ def launch_lines() -> list[str]:
         lines.append(
             f"  {'SLURM job':<14}{launch.slurm_job}: requeued when preempted, if it may be"
         )
+    if launch.resizable:
+        lines.append(f"  {'elastic':<14}{_elastic_line(launch.variables)}")
     lines.append(
         f"  {'run name':<14}lockstep_run-{launch.job_id or '<date>'} unless RunConfig(name=...)"
     )
@@ -246,6 +248,17 @@ def launch_lines() -> list[str]:
     else:
         lines.append(f"  {'topology':<14}one process: every worker on this node")
     return lines
+
+
+def _elastic_line(variables: dict[str, str]) -> str:
+    """What torchrun's elastic rendezvous does to a run, with its restarts so far."""
+    restarts = variables.get("TORCHELASTIC_RESTART_COUNT", "?")
+    allowed = variables.get("TORCHELASTIC_MAX_RESTARTS", "?")
+    return (
+        "num_workers=(min, max) takes this rendezvous's world; a node joining or lost "
+        f"starts the run again from its latest checkpoint (restart {restarts}; "
+        f"--max-restarts={allowed} for failures and lost nodes)"
+    )
 
 
 def report() -> list[str]:

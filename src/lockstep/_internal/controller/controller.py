@@ -507,6 +507,10 @@ class TrainController:
         """Restart or raise, as the failure policy decides. While a node drains, what
         fails (the node going away with its workers) is the preemption: a restart counted
         against ``max_preemption_failures``."""
+        if self._stop_reason is not None:
+            # a stop was asked for as they failed (their launched process was lost with
+            # its node): the failures are the stop's doing, and count as none
+            return Stopped(self._stop_reason)
         run.failures.update(failures)
         preempted = drain is not None and not drain.stops_run
         summary = root_cause(run.failures).summary

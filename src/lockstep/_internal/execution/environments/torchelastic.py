@@ -2,8 +2,12 @@
 
 Every process has ``TORCHELASTIC_RUN_ID``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (its agent's node), ``GROUP_WORLD_SIZE`` (the agents)
-and ``MASTER_ADDR``/``MASTER_PORT`` (the agents' store), and the number of the restart,
-``TORCHELASTIC_RESTART_COUNT``.
+and ``MASTER_ADDR``/``MASTER_PORT`` (the agents' store), the number of the restart,
+``TORCHELASTIC_RESTART_COUNT``, and how many restarts ``--max-restarts`` allows,
+``TORCHELASTIC_MAX_RESTARTS``. torchrun starts every process again, with the new world,
+when a node joins or leaves its elastic rendezvous (``--nnodes=MIN:MAX``) and when one
+fails (counted against ``--max-restarts``): its launches are resizable, unless its
+rendezvous is static (``--node-rank``, run id ``none``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ LAUNCHER = "torchrun"
 VARIABLES = (
     "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -58,5 +63,6 @@ def detect(env: Mapping[str, str]) -> Launch | None:
         # a static rendezvous's run id is "none": the store's address tells jobs apart
         job_id=f"torchrun-{run_id}" if run_id != "none" else None,
         launch_id=f"torchrun-{run_id}-{master}-{restart}",
+        resizable=run_id != "none",  # a static rendezvous (--node-rank) is fixed
         variables=read(env, *VARIABLES),
     )
