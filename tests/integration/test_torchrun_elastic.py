@@ -1,0 +1,147 @@
+"""torchrun's elastic rendezvous (``--nnodes=1:2``) and ``num_workers=(2, 4)`` on two
+hosts: one run that starts on the first host alone, grows when the second host's agent
+joins, and finishes on the first host after the second one dies whole, each time from
+the latest committed checkpoint."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+SCRIPT = str(Path(__file__).resolve().parents[1] / "cluster" / "elastic_run.py")
+# fast to notice a node (gone, or joining) and to close a round, as the README says
+RDZV_CONF = "join_timeout=120,last_call_timeout=1,close_timeout=10,keep_alive_interval=1," \
+            "keep_alive_max_attempt=3"  # fmt: skip
+
+
+def torchrun_elastic(hosts, argv: list[str]) -> list[str]:
+    """An agent of torchrun --nnodes=1:2 --nproc-per-node=2, c10d rendezvous on node1,
+    run with this interpreter: its processes import lockstep from this checkout."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2",
+            "--nproc-per-node=2", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={hosts.address('node1')}:29473", "--rdzv-id=grow-shrink",
+            f"--rdzv-conf={RDZV_CONF}", "--max-restarts=3", "--monitor-interval=0.2",
+            *argv]  # fmt: skip
+
+
+def wait_until(what: str, condition: Callable[[], bool], agent, timeout: float = 240) -> None:
+    """Wait for ``condition`` (a file, a report), failing if the agent ends first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert agent.poll() is None, f"node1's agent exited {agent.returncode} before {what}"
+        assert time.monotonic() < deadline, f"no {what} in {timeout:g} s"
+        time.sleep(0.2)
+
+
+def run_state(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "run_state.json").read_text())
+    except FileNotFoundError:
+        return {"history": [], "checkpoints": []}
+
+
+def committed_by(run_dir: Path, num_workers: int, nth: int) -> int:
+    """Checkpoints committed by the ``nth`` attempt (from 0) of ``num_workers`` workers."""
+    state = run_state(run_dir)
+    attempts = [a for a in state["history"] if a["num_workers"] == num_workers]
+    if len(attempts) <= nth:
+        return 0
+    since = attempts[nth]["iteration"]
+    return sum(c["training_iteration"] > since for c in state["checkpoints"])
+
+
+def seen(out: Path) -> list[dict]:
+    rows = []
+    for path in sorted(out.glob("seen-rank*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines()]
+    return rows
+
+
+def phases(rows: list[dict]) -> list[list[dict]]:
+    """Rank 0's rows, in order, split where the world size changes."""
+    split: list[list[dict]] = []
+    for row in (r for r in rows if r["rank"] == 0):
+        if not split or split[-1][-1]["world_size"] != row["world_size"]:
+            split.append([])
+        split[-1].append(row)
+    return split
+
+
+@pytest.mark.timeout(600)
+def test_an_elastic_run_grows_with_a_node_and_finishes_after_it_dies(hosts, tmp_path):
+    out, storage = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    run_dir = storage / "elastic"
+    argv = [SCRIPT, f"--out={out}", f"--storage={storage}", "--name=elastic",
+            "--min-workers=2", "--max-workers=4"]  # fmt: skip
+    logs = {host: open(tmp_path / f"{host}.log", "w") for host in ("node1", "node2")}  # noqa: SIM115
+    first = hosts.popen("node1", torchrun_elastic(hosts, argv), stdout=logs["node1"],
+                        stderr=subprocess.STDOUT)  # fmt: skip
+    second = None
+    try:
+        wait_until("2 checkpoints of 2 workers", lambda: committed_by(run_dir, 2, 0) >= 2, first)
+        second = hosts.popen("node2", torchrun_elastic(hosts, argv), stdout=logs["node2"],
+                             stderr=subprocess.STDOUT)  # fmt: skip
+        wait_until("2 checkpoints of 4 workers", lambda: committed_by(run_dir, 4, 0) >= 2, first)
+        hosts.kill("node2")  # the machine dies: its agent, its processes, their workers
+        second.wait(timeout=60)
+        wait_until("a checkpoint of 2 workers again", lambda: committed_by(run_dir, 2, 1) >= 1,
+                   first)  # fmt: skip
+        last = max(row["epoch"] for row in seen(out)) + 3  # every rank is before it
+        (out / "last-epoch").write_text(str(last))
+        first.wait(timeout=240)
+    finally:
+        for agent in (first, second):
+            if agent is not None and agent.poll() is None:
+                agent.kill()
+                agent.wait()
+        for log in logs.values():
+            log.close()
+    output = (tmp_path / "node1.log").read_text()
+    assert first.returncode == 0, output[-5000:]
+    # the code after fit() ran once, in the driver of the job that finished the run
+    after = [json.loads(p.read_text()) for p in out.glob("after-fit-*.json")]
+    assert [(a["host"], a["metrics"]) for a in after] == [("node1", {"epoch": last})], output
+    check_the_run(out, run_dir, last)
+
+
+def check_the_run(out: Path, run_dir: Path, last: int) -> None:
+    """2 workers on node1, 4 across both hosts, 2 on node1: each phase went on from the
+    previous one's latest committed checkpoint, and the run record says it resized."""
+    rows = seen(out)
+    split = phases(rows)
+    assert [phase[0]["world_size"] for phase in split] == [2, 4, 2]
+    for before, after in itertools.pairwise(split):
+        # no checkpoint lost: from the last committed, the epoch in flight at most again
+        assert after[0]["epoch"] in (before[-1]["epoch"], before[-1]["epoch"] + 1), split
+    epochs = [row["epoch"] for row in split[0] + split[1] + split[2]]
+    assert sorted(set(epochs)) == list(range(last + 1))
+    for phase in split:
+        first, end = phase[0]["epoch"], phase[-1]["epoch"]
+        world = phase[0]["world_size"]
+        ranks = [r for r in rows if r["world_size"] == world and first <= r["epoch"] <= end]
+        assert sorted({r["rank"] for r in ranks}) == list(range(world))
+        for row in ranks:  # torchrun's ranks, contiguous per node, the driver's first
+            assert (row["node_rank"], row["local_rank"]) == divmod(row["rank"], 2)
+            assert (row["host"] == phase[0]["host"]) == (row["rank"] < 2), row
+    assert [phase[0]["host"] for phase in (split[0], split[2])] == ["node1", "node1"]
+    grown = {r["host"] for r in rows if r["world_size"] == 4}
+    assert grown == {"node1", "node2"}
+    state = run_state(run_dir)
+    assert (state["status"], state["num_failures"]) == ("finished", 0)
+    history = [(a["num_workers"], a["ended"]) for a in state["history"]]
+    assert history == [(2, "resized"), (4, "resized"), (2, "finished")], state["history"]
+    assert state["history"][1]["cause"].startswith("torchrun started the run again with 2 ")
+    final = run_dir / state["latest"]
+    assert sorted(p.name for p in final.iterdir() if not p.name.startswith(".")) == [
+        "epoch.txt", "rank0.txt", "rank1.txt"]  # fmt: skip
+    assert (final / "epoch.txt").read_text() == str(last)
