@@ -33,12 +33,16 @@ def torchrun_elastic(hosts, argv: list[str]) -> list[str]:
             *argv]  # fmt: skip
 
 
-def wait_until(what: str, condition: Callable[[], bool], agent, timeout: float = 240) -> None:
-    """Wait for ``condition`` (a file, a report), failing if the agent ends first."""
-    deadline = time.monotonic() + timeout
+def wait_until(what: str, condition: Callable[[], bool], agent, log: Path) -> None:
+    """Wait for ``condition`` (a file, a report), failing (with the agent's output) if
+    the agent ends first."""
+    deadline = time.monotonic() + 240
     while not condition():
-        assert agent.poll() is None, f"node1's agent exited {agent.returncode} before {what}"
-        assert time.monotonic() < deadline, f"no {what} in {timeout:g} s"
+        ended = agent.poll() is not None
+        if ended or time.monotonic() > deadline:
+            how = f"node1's agent exited {agent.returncode}" if ended else "240 s passed"
+            logs = "\n".join(f"{p.name}:\n{p.read_text()[-6000:]}" for p in log.parent.glob("*.log"))
+            pytest.fail(f"{how} before {what}:\n{logs}")
         time.sleep(0.2)
 
 
@@ -84,18 +88,25 @@ def test_an_elastic_run_grows_with_a_node_and_finishes_after_it_dies(hosts, tmp_
     argv = [SCRIPT, f"--out={out}", f"--storage={storage}", "--name=elastic",
             "--min-workers=2", "--max-workers=4"]  # fmt: skip
     logs = {host: open(tmp_path / f"{host}.log", "w") for host in ("node1", "node2")}  # noqa: SIM115
+    # torch shares its rendezvous store with the workers by default, and then a node that
+    # joins later waits for an address the first never publishes again (pytorch#135712)
+    env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     first = hosts.popen("node1", torchrun_elastic(hosts, argv), stdout=logs["node1"],
-                        stderr=subprocess.STDOUT)  # fmt: skip
-    second = None
+                        stderr=subprocess.STDOUT, env=env)  # fmt: skip
+    second, log = None, tmp_path / "node1.log"
     try:
-        wait_until("2 checkpoints of 2 workers", lambda: committed_by(run_dir, 2, 0) >= 2, first)
+        wait_until(
+            "2 checkpoints of 2 workers", lambda: committed_by(run_dir, 2, 0) >= 2, first, log
+        )
         second = hosts.popen("node2", torchrun_elastic(hosts, argv), stdout=logs["node2"],
-                             stderr=subprocess.STDOUT)  # fmt: skip
-        wait_until("2 checkpoints of 4 workers", lambda: committed_by(run_dir, 4, 0) >= 2, first)
+                             stderr=subprocess.STDOUT, env=env)  # fmt: skip
+        wait_until(
+            "2 checkpoints of 4 workers", lambda: committed_by(run_dir, 4, 0) >= 2, first, log
+        )
         hosts.kill("node2")  # the machine dies: its agent, its processes, their workers
         second.wait(timeout=60)
         wait_until("a checkpoint of 2 workers again", lambda: committed_by(run_dir, 2, 1) >= 1,
-                   first)  # fmt: skip
+                   first, log)  # fmt: skip
         last = max(row["epoch"] for row in seen(out)) + 3  # every rank is before it
         (out / "last-epoch").write_text(str(last))
         first.wait(timeout=240)

@@ -47,6 +47,10 @@ def detect(env: Mapping[str, str]) -> Launch | None:
     size = integer(env, "WORLD_SIZE", LAUNCHER)
     local_size = integer(env, "LOCAL_WORLD_SIZE", LAUNCHER)
     run_id = env["TORCHELASTIC_RUN_ID"]
+    # A static rendezvous (--node-rank) is fixed, and its run id is "none". An elastic
+    # one's agents each count their own restarts (a node that joined later counts
+    # fewer): its launches are told apart by their world instead.
+    static = run_id == "none"
     restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
     master = f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
     return Launch(
@@ -62,7 +66,7 @@ def detect(env: Mapping[str, str]) -> Launch | None:
         node_rank=integer(env, "GROUP_RANK", LAUNCHER),
         # a static rendezvous's run id is "none": the store's address tells jobs apart
         job_id=f"torchrun-{run_id}" if run_id != "none" else None,
-        launch_id=f"torchrun-{run_id}-{master}-{restart}",
-        resizable=run_id != "none",  # a static rendezvous (--node-rank) is fixed
+        launch_id=f"torchrun-{run_id}-{master}-{restart if static else f'w{size}'}",
+        resizable=not static,
         variables=read(env, *VARIABLES),
     )
