@@ -152,6 +152,8 @@ def check_the_run(out: Path, run_dir: Path, last: int) -> None:
     history = [(a["num_workers"], a["ended"]) for a in state["history"]]
     assert history == [(2, "resized"), (4, "resized"), (2, "finished")], state["history"]
     assert state["history"][1]["cause"].startswith("torchrun started the run again with 2 ")
+    # each new driver's start counts as recovering (as after a resize by one driver)
+    assert json.loads((run_dir / "time.json").read_text())["time"]["recovering"] > 0
     final = run_dir / state["latest"]
     assert sorted(p.name for p in final.iterdir() if not p.name.startswith(".")) == [
         "epoch.txt", "rank0.txt", "rank1.txt"]  # fmt: skip

@@ -135,6 +135,10 @@ class TrainController:
             assumed_mtbf_s=failure_policy.assumed_mtbf_s,
             started_at=started_at,
         )
+        if record.continues_resize:
+            # a launcher started the run again at another size: it recovers, as from a
+            # resize by this driver
+            self._ledger.enter(RECOVERING, since=started_at)
         self._reports = ReportHandler(record, spec.run_dir, self._listeners, self._ledger)
         # asked once: every poll would (the listeners stay those of the run)
         self._step_events = (self._listeners.wants(ev.StepBegin), self._listeners.wants(ev.StepEnd))

@@ -189,6 +189,15 @@ class RunRecord:
         if self._save_at_start:
             self._checkpoints.save()
 
+    @property
+    def continues_resize(self) -> bool:
+        """Whether this driver goes on from an earlier one's attempt that was resized (and
+        has started none of its own yet)."""
+        history = self.state.history
+        return bool(history) and history[-1].ended == "resized" and (
+            history[-1].number < self._first_attempt
+        )
+
     def _unended_reason(self, num_workers: int | None) -> str:
         """How the last attempt ended, when it did not say so and another starts."""
         last = self.state.history[-1] if self.state.history else None

@@ -270,8 +270,11 @@ def test_a_launcher_starting_the_run_again_at_another_size_is_a_resize(tmp_path)
     record.start_attempt(0, num_workers=2)
     record.close(stopped=True)
     grown = open_record(tmp_path)
+    assert not grown.continues_resize
     grown.record_relaunch(4, "torchrun")
+    assert grown.continues_resize  # (its time ledger starts recovering)
     grown.start_attempt(0, num_workers=4)
+    assert not grown.continues_resize
     grown.close()  # killed with its node: no word
     shrunk = open_record(tmp_path)
     shrunk.record_relaunch(2, "torchrun")
