@@ -18,19 +18,22 @@ import pytest
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "cluster" / "elastic_run.py")
-# fast to notice a node (gone, or joining) and to close a round, as the README says
-RDZV_CONF = "join_timeout=120,last_call_timeout=1,close_timeout=10,keep_alive_interval=1," \
-            "keep_alive_max_attempt=3"  # fmt: skip
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULERS = (ROOT / "README.md").read_text().split("\n## Schedulers: ", 1)[1]
+# the README's elastic torchrun line: its variables, torchrun's options, the script's
+README_LINE = SCHEDULERS.split("Elastic, on any number", 1)[1].split("```sh\n", 1)[1]
+README_LINE = README_LINE.split("```", 1)[0].strip()
+_words = README_LINE.split()
+_at = _words.index("torchrun")
+ENV = dict(word.split("=", 1) for word in _words[:_at])
+OPTIONS = _words[_at + 1 : _words.index("examples/cluster_train.py")]
 
 
-def torchrun_elastic(hosts, argv: list[str]) -> list[str]:
-    """An agent of torchrun --nnodes=1:2 --nproc-per-node=2, c10d rendezvous on node1,
-    run with this interpreter: its processes import lockstep from this checkout."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2",
-            "--nproc-per-node=2", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={hosts.address('node1')}:29473", "--rdzv-id=grow-shrink",
-            f"--rdzv-conf={RDZV_CONF}", "--max-restarts=3", "--monitor-interval=0.2",
-            *argv]  # fmt: skip
+def torchrun_elastic(argv: list[str]) -> list[str]:
+    """An agent with the README's options (--nnodes 1:2 --nproc-per-node 2, c10d
+    rendezvous on node1, the --rdzv-conf that keeps it quick), run with this interpreter:
+    its processes import lockstep from this checkout."""
+    return [sys.executable, "-m", "torch.distributed.run", *OPTIONS, *argv]
 
 
 def wait_until(what: str, condition: Callable[[], bool], agent, log: Path) -> None:
@@ -41,7 +44,9 @@ def wait_until(what: str, condition: Callable[[], bool], agent, log: Path) -> No
         ended = agent.poll() is not None
         if ended or time.monotonic() > deadline:
             how = f"node1's agent exited {agent.returncode}" if ended else "240 s passed"
-            logs = "\n".join(f"{p.name}:\n{p.read_text()[-6000:]}" for p in log.parent.glob("*.log"))
+            logs = "\n".join(
+                f"{p.name}:\n{p.read_text()[-6000:]}" for p in log.parent.glob("*.log")
+            )
             pytest.fail(f"{how} before {what}:\n{logs}")
         time.sleep(0.2)
 
@@ -88,17 +93,16 @@ def test_an_elastic_run_grows_with_a_node_and_finishes_after_it_dies(hosts, tmp_
     argv = [SCRIPT, f"--out={out}", f"--storage={storage}", "--name=elastic",
             "--min-workers=2", "--max-workers=4"]  # fmt: skip
     logs = {host: open(tmp_path / f"{host}.log", "w") for host in ("node1", "node2")}  # noqa: SIM115
-    # torch shares its rendezvous store with the workers by default, and then a node that
-    # joins later waits for an address the first never publishes again (pytorch#135712)
-    env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    first = hosts.popen("node1", torchrun_elastic(hosts, argv), stdout=logs["node1"],
+    assert ENV == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # so that a node may join
+    env = ENV
+    first = hosts.popen("node1", torchrun_elastic(argv), stdout=logs["node1"],
                         stderr=subprocess.STDOUT, env=env)  # fmt: skip
     second, log = None, tmp_path / "node1.log"
     try:
         wait_until(
             "2 checkpoints of 2 workers", lambda: committed_by(run_dir, 2, 0) >= 2, first, log
         )
-        second = hosts.popen("node2", torchrun_elastic(hosts, argv), stdout=logs["node2"],
+        second = hosts.popen("node2", torchrun_elastic(argv), stdout=logs["node2"],
                              stderr=subprocess.STDOUT, env=env)  # fmt: skip
         wait_until(
             "2 checkpoints of 4 workers", lambda: committed_by(run_dir, 4, 0) >= 2, first, log
@@ -158,3 +162,19 @@ def check_the_run(out: Path, run_dir: Path, last: int) -> None:
     assert sorted(p.name for p in final.iterdir() if not p.name.startswith(".")) == [
         "epoch.txt", "rank0.txt", "rank1.txt"]  # fmt: skip
     assert (final / "epoch.txt").read_text() == str(last)
+
+
+@pytest.mark.timeout(600)
+def test_the_readmes_elastic_torchrun_line_runs_on_one_host_of_two(hosts, tmp_path):
+    """The line as it is, with the example: one node of ``--nnodes 1:2`` is a world of 2
+    processes, which ``--workers 2:4`` takes."""
+    argv = [sys.executable, "-m", "torch.distributed.run", *README_LINE.split()[_at + 1 :]]
+    storage = tmp_path / "runs"
+    proc = hosts.popen("node1", argv, env=ENV | {"LOCKSTEP_STORAGE_PATH": str(storage)},
+                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, output
+    assert output.count("{'epoch': 5, 'loss': ") == 1, output
+    state = run_state(storage / "lockstep_run-torchrun-elastic")  # named after --rdzv-id
+    assert state["training_iteration"] == 6
+    assert [(a["num_workers"], a["ended"]) for a in state["history"]] == [(2, "finished")]

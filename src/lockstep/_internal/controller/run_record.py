@@ -194,8 +194,10 @@ class RunRecord:
         """Whether this driver goes on from an earlier one's attempt that was resized (and
         has started none of its own yet)."""
         history = self.state.history
-        return bool(history) and history[-1].ended == "resized" and (
-            history[-1].number < self._first_attempt
+        return (
+            bool(history)
+            and history[-1].ended == "resized"
+            and (history[-1].number < self._first_attempt)
         )
 
     def _unended_reason(self, num_workers: int | None) -> str:

@@ -85,7 +85,9 @@ def rendezvous(nodes, per_node):
     return ELASTIC | world | {"WORLD_SIZE": str(nodes * per_node)}
 
 
-@pytest.mark.parametrize(("nodes", "per_node", "size"), [(1, 2, 2), (2, 2, 4), (2, 1, 4), (3, 1, 3)])
+@pytest.mark.parametrize(
+    ("nodes", "per_node", "size"), [(1, 2, 2), (2, 2, 4), (2, 1, 4), (3, 1, 3)]
+)
 def test_an_elastic_size_under_torchrun_is_the_rendezvouss_world(nodes, per_node, size):
     """A process per worker: the world; a process per node: as many on each as fit."""
     plan = plan_of(rendezvous(nodes, per_node), num_workers=(2, 4))
