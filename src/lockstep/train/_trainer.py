@@ -330,7 +330,7 @@ class DataParallelTrainer:
             run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
         )
         if self._plan.launch is not None and self._plan.executor == "cluster":
-            record.record_relaunch(self.scaling_config.num_workers, self._plan.launch.launcher)
+            record.record_relaunch(self.scaling_config.min_workers, self._plan.launch.launcher)
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
