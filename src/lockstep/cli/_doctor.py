@@ -260,7 +260,9 @@ def _elastic_lines(variables: dict[str, str]) -> list[str]:
         f"joining or lost starts the run again from its latest checkpoint (restart "
         f"{restarts}; --max-restarts={allowed} for failures and lost nodes)"
     ]
-    if os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") != "1":
+    from lockstep._core import flags
+
+    if flags.launch_environment().get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") != "1":
         lines.append(
             f"  {'warning':<14}a node joining this job later fails: torch shares its "
             "rendezvous store with the workers, and publishes its address once. HINT: start "
