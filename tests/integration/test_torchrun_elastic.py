@@ -5,14 +5,17 @@ the latest committed checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -49,6 +52,19 @@ def wait_until(what: str, condition: Callable[[], bool], agent, log: Path) -> No
             )
             pytest.fail(f"{how} before {what}:\n{logs}")
         time.sleep(0.2)
+
+
+def die(agent: subprocess.Popen) -> None:
+    """SIGKILL ``agent`` and every process under it at once, as when their machine dies
+    (not every process on the host: the session's SLURM daemon runs there too)."""
+    tree = psutil.Process(agent.pid)
+    tree = [tree, *tree.children(recursive=True)]
+    for process in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGKILL)
+    agent.wait(timeout=60)
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, alive
 
 
 def run_state(run_dir: Path) -> dict:
@@ -94,21 +110,19 @@ def test_an_elastic_run_grows_with_a_node_and_finishes_after_it_dies(hosts, tmp_
             "--min-workers=2", "--max-workers=4"]  # fmt: skip
     logs = {host: open(tmp_path / f"{host}.log", "w") for host in ("node1", "node2")}  # noqa: SIM115
     assert ENV == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # so that a node may join
-    env = ENV
     first = hosts.popen("node1", torchrun_elastic(argv), stdout=logs["node1"],
-                        stderr=subprocess.STDOUT, env=env)  # fmt: skip
+                        stderr=subprocess.STDOUT, env=ENV)  # fmt: skip
     second, log = None, tmp_path / "node1.log"
     try:
         wait_until(
             "2 checkpoints of 2 workers", lambda: committed_by(run_dir, 2, 0) >= 2, first, log
         )
         second = hosts.popen("node2", torchrun_elastic(argv), stdout=logs["node2"],
-                             stderr=subprocess.STDOUT, env=env)  # fmt: skip
+                             stderr=subprocess.STDOUT, env=ENV)  # fmt: skip
         wait_until(
             "2 checkpoints of 4 workers", lambda: committed_by(run_dir, 4, 0) >= 2, first, log
         )
-        hosts.kill("node2")  # the machine dies: its agent, its processes, their workers
-        second.wait(timeout=60)
+        die(second)  # the second host dies: its agent, its processes, their workers
         wait_until("a checkpoint of 2 workers again", lambda: committed_by(run_dir, 2, 1) >= 1,
                    first, log)  # fmt: skip
         last = max(row["epoch"] for row in seen(out)) + 3  # every rank is before it
@@ -119,8 +133,8 @@ def test_an_elastic_run_grows_with_a_node_and_finishes_after_it_dies(hosts, tmp_
             if agent is not None and agent.poll() is None:
                 agent.kill()
                 agent.wait()
-        for log in logs.values():
-            log.close()
+        for handle in logs.values():
+            handle.close()
     output = (tmp_path / "node1.log").read_text()
     assert first.returncode == 0, output[-5000:]
     # the code after fit() ran once, in the driver of the job that finished the run
