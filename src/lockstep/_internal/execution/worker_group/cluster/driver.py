@@ -141,7 +141,7 @@ class DriverSession:
 
     def _member_gone(self, process_rank: int) -> None:
         host = next(m.host for m in self.members if m.process_rank == process_rank)
-        if self.on_member_lost is not None and process_rank in self._conns:
+        if self.on_member_lost is not None:
             # before it is seen gone: its workers' failures are the stop's doing
             self.on_member_lost(
                 f"launched process {process_rank} on {host} was lost (its node left the "
@@ -205,6 +205,7 @@ class DriverSession:
 
     def end(self, exit_code: int) -> None:
         """The run is over: every member exits with ``exit_code``."""
+        self.on_member_lost = None  # they leave now
         self.agent.close()
         for process_rank, conn in self._conns.items():
             self.send(process_rank, EndRun(exit_code))
