@@ -230,8 +230,9 @@ class DataParallelTrainer:
         (unless the function runs ``in_process``, as a Tune function trial's does)."""
         self._spec = spec
         self._in_process = in_process
-        self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
-        self._plan = resolve_plan(self.scaling_config)
+        self._plan = resolve_plan(ScalingConfig.coerce(spec.scaling_config))
+        # the user's, or under an elastic launcher (torchrun) the size this launch gives
+        self.scaling_config = self._plan.scaling
         self.run_config = _named(spec.run_config or RunConfig(), self._plan.launch)
         _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = spec.backend_config
@@ -328,6 +329,8 @@ class DataParallelTrainer:
         record = RunRecord.open(
             run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
         )
+        if self._plan.launch is not None and self._plan.executor == "cluster":
+            record.record_relaunch(self.scaling_config.min_workers, self._plan.launch.launcher)
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")

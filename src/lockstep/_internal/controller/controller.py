@@ -135,6 +135,10 @@ class TrainController:
             assumed_mtbf_s=failure_policy.assumed_mtbf_s,
             started_at=started_at,
         )
+        if record.continues_resize:
+            # a launcher started the run again at another size: it recovers, as from a
+            # resize by this driver
+            self._ledger.enter(RECOVERING, since=started_at)
         self._reports = ReportHandler(record, spec.run_dir, self._listeners, self._ledger)
         # asked once: every poll would (the listeners stay those of the run)
         self._step_events = (self._listeners.wants(ev.StepBegin), self._listeners.wants(ev.StepEnd))
@@ -508,6 +512,10 @@ class TrainController:
         """Restart or raise, as the failure policy decides. While a node drains, what
         fails (the node going away with its workers) is the preemption: a restart counted
         against ``max_preemption_failures``."""
+        if self._stop_reason is not None:
+            # a stop was asked for as they failed (their launched process was lost with
+            # its node): the failures are the stop's doing, and count as none
+            return Stopped(self._stop_reason)
         run.failures.update(failures)
         preempted = drain is not None and not drain.stops_run
         summary = root_cause(run.failures).summary

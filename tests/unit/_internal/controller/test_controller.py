@@ -323,6 +323,40 @@ def test_a_requested_stop_keeps_the_committed_checkpoints_and_can_continue(tmp_p
     assert not run_dir.exists(".staging")
 
 
+class LosesItsNode(FakeWorkerGroup):
+    """A group whose failing workers' launched process is lost with them: the stop is
+    asked for while the group is polled (as the cluster group's poll waits to hear how
+    the workers ended)."""
+
+    stop: list = []
+
+    def poll(self, timeout):
+        events = super().poll(timeout)
+        if any(isinstance(e, Failed) for e in events):
+            self.stop[0]("launched process 1 on n2 was lost")
+        return events
+
+
+def test_workers_failing_as_a_stop_is_asked_for_stop_the_run_counting_no_failure(tmp_path):
+    """The stop, not the failures, is how the run ends (torchrun's elastic rendezvous
+    starts it again without the node), and no failure counts against max_failures=0."""
+    script = [[report(0, 0, True), report(1, 0)], [failed(1, time=1.0)]]
+    controller, log, run_dir = make_controller(
+        tmp_path, [script], max_failures=0, group_class=LosesItsNode
+    )
+    LosesItsNode.stop[:] = [controller.request_stop]
+    with pytest.raises(TrainingInterrupted) as raised:
+        controller.run()
+    assert raised.value.reason == "launched process 1 on n2 was lost"
+    assert log[-1] == "shutdown"  # the workers left on the other nodes are stopped
+    state = json.loads(run_dir.read_text("run_state.json"))
+    assert (state["status"], state["num_failures"], state["latest"]) == (
+        "interrupted",
+        0,
+        "checkpoint_000000",
+    )
+
+
 def test_a_peer_error_waits_for_the_death_that_caused_it(tmp_path):
     closed = Failed(
         WorkerFailure(
