@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from lockstep._internal.execution.worker_group.process import fork_safety
 
 logger = logging.getLogger(__name__)
 _MAX_MESSAGE = 1 << 20
+_AHEAD = 16  # fork requests sent before the first of them is answered
 
 
 class ServerDied(RuntimeError):
@@ -86,11 +88,27 @@ class ForkServer:
 
     def spawn(self, request: SpawnRequest, fds: list[int]) -> int:
         """Fork a worker that runs with ``fds`` = (connection, stdout, stderr); its pid."""
+        return self.spawn_all([(request, fds)])[0]
+
+    def spawn_all(self, requests: Sequence[tuple[SpawnRequest, list[int]]]) -> list[int]:
+        """Fork a worker per request; their pids, in order. The requests go out while the
+        server forks, so that it forks one after another without waiting for the driver to
+        ask again; at most ``_AHEAD`` wait unanswered, so that neither side's socket buffer
+        fills while the other is sending."""
+        pids: list[int] = []
         with self._lock:
-            socket.send_fds(self._sock, [pickle.dumps(request)], fds)
-            while not self._spawned:
-                self._read()
-            return self._spawned.pop(0)
+            for sent, (request, fds) in enumerate(requests, 1):
+                socket.send_fds(self._sock, [pickle.dumps(request)], fds)
+                while sent - len(pids) > _AHEAD:
+                    pids.append(self._next_spawned())
+            while len(pids) < len(requests):
+                pids.append(self._next_spawned())
+        return pids
+
+    def _next_spawned(self) -> int:
+        while not self._spawned:
+            self._read()
+        return self._spawned.pop(0)
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
         """The worker's exit code (negative: killed by that signal), waiting up to
@@ -156,6 +174,7 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
     # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
     # freeze every inherited object so that the collector never finalizes one here.
     atexit._clear()
+    _import_what_every_worker_imports()
     gc.freeze()
     _release_inherited_fds(keep={0, 1, 2, sock.fileno()})
     wake_r, wake_w = os.pipe()
@@ -175,6 +194,16 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
                 break
     finally:
         os._exit(0)
+
+
+def _import_what_every_worker_imports() -> None:
+    """Import here, once, what each forked worker would import for itself (a few
+    milliseconds each, times the number of workers): the worker's own code, and numpy's
+    random module, which numpy loads on first use and which ``_reseed`` uses."""
+    from lockstep._internal.execution.worker import main  # noqa: F401
+
+    if "numpy" in sys.modules:
+        import numpy.random  # noqa: F401
 
 
 def _fork_worker(sock: socket.socket, server_fds: tuple[int, ...]) -> bool:

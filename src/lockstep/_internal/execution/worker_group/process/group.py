@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Protocol
@@ -34,6 +35,7 @@ from lockstep._internal.execution.worker_group.process import forkserver, shared
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
+SPAWN_BATCH = 32  # workers asked of the fork server at once
 OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
 
 
@@ -55,9 +57,12 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pump = OutputPump()
         self._memory = MemoryWatch()
         conns: dict[int, Connection] = {}
+        ranks = list(starts)
         try:
-            for rank, start in starts.items():
-                conns[rank] = self._spawn(rank, spec, start.context)
+            # in batches: each holds both ends of its descriptors until its workers start
+            for at in range(0, len(ranks), SPAWN_BATCH):
+                batch = {rank: starts[rank].context for rank in ranks[at : at + SPAWN_BATCH]}
+                conns.update(self._spawn_all(spec, batch))
         except BaseException:
             for conn in conns.values():
                 conn.close()
@@ -79,30 +84,46 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._send_starts(conns, starts)
         return conns
 
-    def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:
-        assert self._pump is not None and self._topology is not None
-        ours, theirs = socket.socketpair()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+    def _spawn_all(
+        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+    ) -> dict[int, Connection]:
+        """A process per rank, each with a socket to the driver and its stdout and stderr
+        piped to the output pump; forked ones are asked of the fork server all at once."""
+        assert self._pump is not None
+        ends = {rank: _WorkerEnds() for rank in contexts}
         num_threads = max(1, int(self._plan.num_cpus_per_worker))
+        try:
+            starts = [
+                (ends[rank].theirs(), self._env(rank, spec, context, num_threads))
+                for rank, context in contexts.items()
+            ]
+            fork = self._plan.launcher is Launcher.FORK_SERVER
+            for rank, proc in zip(
+                contexts, _start_all(starts, num_threads, fork=fork), strict=True
+            ):
+                self._procs[rank] = proc  # stopped by the caller if a later one fails
+        except BaseException:
+            for end in ends.values():
+                end.close_ours()
+            raise
+        finally:
+            for end in ends.values():
+                end.close_theirs()
+        conns: dict[int, Connection] = {}
+        for rank in contexts:
+            conns[rank] = ends[rank].adopt(rank, self._pump)
+            if hasattr(os, "pidfd_open"):
+                # Seen as soon as the process ends, even if a child it forked holds the socket.
+                self._pidfds[rank] = os.pidfd_open(self._procs[rank].pid)
+        return conns
+
+    def _env(
+        self, rank: int, spec: WorkerGroupSpec, context: TrainContext, num_threads: int
+    ) -> dict[str, str]:
+        assert self._topology is not None
         env = worker_env(self._topology.placements[rank], num_threads)
         env.update(spec.backend.worker_env(context))
-        fork = self._plan.launcher is Launcher.FORK_SERVER
-        try:
-            proc = _start(theirs.fileno(), out_w, err_w, env, num_threads, fork=fork)
-        finally:
-            theirs.close()
-            os.close(out_w)
-            os.close(err_w)
-        self._procs[rank] = proc
-        self._pump.add(
-            rank, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
-        )
-        if hasattr(os, "pidfd_open"):
-            # Seen as soon as the process ends, even if a child it forked holds the socket.
-            fd = os.pidfd_open(proc.pid)
-            self._pidfds[rank] = fd
-        return Connection(ours.detach())
+        return env
 
     def _send_start(self, conn: Connection, start: WorkerStart) -> None:
         try:
@@ -268,13 +289,53 @@ class ForkedWorker:
         return self.returncode
 
 
-def _start(
-    conn_fd: int, out_fd: int, err_fd: int, env: dict[str, str], threads: int, *, fork: bool
-) -> WorkerProcess:
+class _WorkerEnds:
+    """A worker's socket to the driver and its output pipes, both ends of each, until the
+    worker holds its ends."""
+
+    def __init__(self) -> None:
+        self.ours, self._theirs = socket.socketpair()
+        self.out_r, self._out_w = os.pipe()
+        self.err_r, self._err_w = os.pipe()
+
+    def theirs(self) -> list[int]:
+        """The worker's descriptors: (connection, stdout, stderr)."""
+        return [self._theirs.fileno(), self._out_w, self._err_w]
+
+    def close_theirs(self) -> None:
+        self._theirs.close()
+        for fd in (self._out_w, self._err_w):
+            os.close(fd)
+
+    def close_ours(self) -> None:
+        self.ours.close()
+        for fd in (self.out_r, self.err_r):
+            os.close(fd)
+
+    def adopt(self, rank: int, pump: OutputPump) -> Connection:
+        pump.add(
+            rank, os.fdopen(self.out_r, "rb", buffering=0), os.fdopen(self.err_r, "rb", buffering=0)
+        )
+        return Connection(self.ours.detach())
+
+
+def _start_all(
+    starts: list[tuple[list[int], dict[str, str]]], threads: int, *, fork: bool
+) -> Iterator[WorkerProcess]:
+    """A process per (descriptors, environment), each as it starts; forked ones are asked
+    of the fork server in one go, so that it forks them one after another."""
     server = forkserver.get(threads) if fork else None
     if server is not None:
-        request = forkserver.SpawnRequest(env=env, num_threads=threads)
-        return ForkedWorker(server, server.spawn(request, [conn_fd, out_fd, err_fd]))
+        requests = [
+            (forkserver.SpawnRequest(env=env, num_threads=threads), fds) for fds, env in starts
+        ]
+        yield from (ForkedWorker(server, pid) for pid in server.spawn_all(requests))
+    else:
+        yield from (_popen(fds, env) for fds, env in starts)
+
+
+def _popen(fds: list[int], env: dict[str, str]) -> WorkerProcess:
+    conn_fd, out_fd, err_fd = fds
     return subprocess.Popen(
         [sys.executable, "-m", WORKER_MODULE, str(conn_fd), str(os.getpid())],
         pass_fds=(conn_fd,),
