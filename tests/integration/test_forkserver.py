@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from tests.helpers import EveryRank
 

@@ -282,6 +282,7 @@ class DataParallelTrainer:
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
             self._spec = replace(self._spec, preprocessor=preprocessor)
+        start_early(self._plan)  # before a cluster run opens its storage: see fork_safety
         return run.fit(
             self._plan,
             lambda: _storage_root(self.run_config),

@@ -159,6 +159,8 @@ def _cluster_plan(scaling: ScalingConfig, launch: Launch) -> ExecutionPlan:
         listen_host=node_address(launch) if launch.is_driver else "",
         launch=launch,
         workers_per_process=per_process,
+        # 6 on each node: forked, as a local run's, unless GPUs or the flag say otherwise
+        node_workers=_launcher(scaling, "process"),
     )
 
 
@@ -481,7 +483,7 @@ def start_early(plan: ExecutionPlan) -> None:
     """Before the run opens its storage: fork the fork server, when the plan forks workers
     from it. Opening the storage may start a library that a fork cannot copy (pyarrow's S3
     filesystem starts the AWS CRT); a server forked first never holds it."""
-    if plan.launcher is Launcher.FORK_SERVER:
-        from lockstep._internal.execution.worker_group.process import forkserver
+    if plan.forks_workers:
+        from lockstep._internal.execution.worker_group import forkserver
 
         forkserver.get(max(1, int(plan.num_cpus_per_worker)))

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from lockstep._core import flags, storage
-from lockstep._internal.execution.plan import ExecutionPlan, Member
+from lockstep._internal.execution.plan import ExecutionPlan, Launcher, Member
 from lockstep._internal.execution.worker_group.cluster.agent import NodeAgent
 from lockstep._internal.execution.worker_group.cluster.messages import (
     EndRun,
@@ -51,7 +51,7 @@ class DriverSession:
         self.plan = plan
         self.launch = plan.launch
         self.key = secrets.token_bytes(32)
-        self.agent = NodeAgent()
+        self.agent = NodeAgent(fork=plan.node_workers is Launcher.FORK_SERVER)
         self.members: list[Member] = []
         self.on_signal: Callable[[str], None] = lambda reason: None
         # a launched process gone (with its node?) where the launcher starts the run

@@ -18,20 +18,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Protocol
 
 from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
 from lockstep._internal.execution.plan import ExecutionPlan, Launcher, RankPlacement
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
 from lockstep._internal.execution.worker_group.output import OutputPump
-from lockstep._internal.execution.worker_group.process import forkserver, shared_tables
+from lockstep._internal.execution.worker_group.process import shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
@@ -45,7 +45,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
 
     def __init__(self, plan: ExecutionPlan) -> None:
         super().__init__(plan)
-        self._procs: dict[int, WorkerProcess] = {}
+        self._procs: dict[int, forkserver.WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
         self._memory: MemoryWatch | None = None
@@ -218,7 +218,7 @@ def worker_env(placement: RankPlacement, num_threads: int) -> dict[str, str]:
     return env
 
 
-def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:
+def _wait_all(procs: list[forkserver.WorkerProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for proc in procs:
         try:
@@ -227,21 +227,11 @@ def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:
             pass
 
 
-def _signal_group(proc: WorkerProcess, sig: signal.Signals) -> None:
+def _signal_group(proc: forkserver.WorkerProcess, sig: signal.Signals) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class WorkerProcess(Protocol):
-    """What the group needs of a worker process; subprocess.Popen is one."""
-
-    pid: int
-
-    def poll(self) -> int | None: ...
-
-    def wait(self, timeout: float | None = None) -> int: ...
 
 
 def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure:
@@ -253,40 +243,6 @@ def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure
         kind="helper",
         summary=f"{died}; rank {rank} (pid {pid}), forked by it, went with it",
     )
-
-
-class ForkedWorker:
-    """A worker forked by the fork server; its exit code comes from the server.
-
-    If the server dies, so do its workers (their parent-death signal is SIGKILL): the
-    exit code is then SIGKILL's, and ``server_died`` says what happened.
-    """
-
-    def __init__(self, server: forkserver.ForkServer, pid: int) -> None:
-        self._server = server
-        self.pid = pid
-        self.returncode: int | None = None
-        self.server_died: forkserver.ServerDied | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._exit_code(0.0)
-        return self.returncode
-
-    def _exit_code(self, timeout: float) -> int | None:
-        try:
-            return self._server.exit_code(self.pid, timeout)
-        except forkserver.ServerDied as died:
-            self.server_died = died
-            return -signal.SIGKILL
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            self.returncode = self._exit_code(1e9 if timeout is None else timeout)
-        if self.returncode is None:
-            assert timeout is not None
-            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
-        return self.returncode
 
 
 class _WorkerEnds:
@@ -321,7 +277,7 @@ class _WorkerEnds:
 
 def _start_all(
     starts: list[tuple[list[int], dict[str, str]]], threads: int, *, fork: bool
-) -> Iterator[WorkerProcess]:
+) -> Iterator[forkserver.WorkerProcess]:
     """A process per (descriptors, environment), each as it starts; forked ones are asked
     of the fork server in one go, so that it forks them one after another."""
     server = forkserver.get(threads) if fork else None
@@ -329,12 +285,12 @@ def _start_all(
         requests = [
             (forkserver.SpawnRequest(env=env, num_threads=threads), fds) for fds, env in starts
         ]
-        yield from (ForkedWorker(server, pid) for pid in server.spawn_all(requests))
+        yield from (forkserver.ForkedWorker(server, pid) for pid in server.spawn_all(requests))
     else:
         yield from (_popen(fds, env) for fds, env in starts)
 
 
-def _popen(fds: list[int], env: dict[str, str]) -> WorkerProcess:
+def _popen(fds: list[int], env: dict[str, str]) -> forkserver.WorkerProcess:
     conn_fd, out_fd, err_fd = fds
     return subprocess.Popen(
         [sys.executable, "-m", WORKER_MODULE, str(conn_fd), str(os.getpid())],
