@@ -183,7 +183,7 @@ def fork_safe_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     from Ray) would make lockstep start workers fresh instead of forking a new server. These
     tests' workers use none of them; ``tests/integration/test_fork_safety.py`` tests the
     libraries, each in a fresh driver."""
-    from lockstep._internal.execution.worker_group.process import fork_safety
+    from lockstep._internal.execution.worker_group import fork_safety
 
     monkeypatch.setattr(fork_safety, "CHECKS", ())
 
@@ -248,7 +248,7 @@ def second_node(ray_cluster: Any) -> Iterator[str]:
 def _marked_processes() -> list[psutil.Process]:
     """Every process on the machine that this session started, directly or not, but this
     process and the fork server (warm for the whole session by design)."""
-    from lockstep._internal.execution.worker_group.process import forkserver
+    from lockstep._internal.execution.worker_group import forkserver
 
     mark = os.environ[SESSION_MARK]
     spared = {os.getpid(), forkserver.server_pid()}

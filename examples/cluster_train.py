@@ -11,6 +11,10 @@ Install and run, from the repository's root:
     pip install -e ".[torch]"
     python examples/cluster_train.py [--workers 2] [--epochs 6] [--storage-path DIR]
 
+``--workers MIN:MAX`` makes the run elastic, ``ScalingConfig(num_workers=(MIN, MAX))``:
+under torchrun's elastic rendezvous (``--nnodes MIN_NODES:MAX_NODES``) its size follows
+the nodes that torchrun has.
+
 Runs go to ~/lockstep_results (or $LOCKSTEP_STORAGE_PATH) unless --storage-path says
 otherwise; on several nodes it must be storage every node sees. Without --name, a job's
 run is named after the job (SLURM's job id, ...), so that a requeued job continues it.
@@ -56,9 +60,16 @@ def train_func(config):
             train.report(metrics, checkpoint=Checkpoint.from_directory(d))
 
 
+def workers(text: str) -> int | tuple[int, int]:
+    """``4``, or ``2:4`` for ``num_workers=(2, 4)``."""
+    low, _, high = text.partition(":")
+    return (int(low), int(high)) if high else int(low)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2, help="world size (default: 2)")
+    parser.add_argument("--workers", type=workers, default=2,
+                        help="world size, or MIN:MAX for an elastic run (default: 2)")  # fmt: skip
     parser.add_argument("--epochs", type=int, default=6, help="epochs (default: 6)")
     parser.add_argument("--storage-path", default=None, help="where runs go")
     parser.add_argument("--name", default=None, help="the run's name")

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from lockstep import train, tune
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from tests.ray_cluster import free_port
 

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import tempfile
 import time
 
@@ -50,6 +51,8 @@ def train_func(config):
             "local_world_size": context.get_local_world_size(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            # this script's, in a worker forked from its launched process's fork server
+            "program": os.path.basename(sys.argv[0]),
             "env": {k: os.environ.get(k) for k in SEEN_VARIABLES},
             "rows": _rows(),
             "sum": _all_reduce(rank) if config["torch"] else None,

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.testing import Fault, _chaos, assert_resume_equivalent, fired_faults, train_epochs
 from lockstep.train import FailureConfig, RunConfig, ScalingConfig
 

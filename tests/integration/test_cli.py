@@ -219,6 +219,21 @@ def test_doctor_shows_what_launched_it_and_the_topology():
     ]
     assert "  run name      lockstep_run-slurm-5 unless RunConfig(name=...)" in section
     assert section[-1].startswith("  topology      this process joins the driver's run")
+    torchrun = {"TORCHELASTIC_RUN_ID": "job7", "RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
+                "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2",
+                "TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "3"}  # fmt: skip
+    elastic = lockstep("doctor", env=torchrun)
+    assert elastic.returncode == 0, elastic.stderr
+    assert (
+        "  elastic       num_workers=(min, max) takes this rendezvous's world; a node joining "
+        "or lost starts the run again from its latest checkpoint (restart 1; "
+        "--max-restarts=3 for failures and lost nodes)\n"
+        "  warning       a node joining this job later fails: torch shares its rendezvous "
+        "store with the workers, and publishes its address once. HINT: start torchrun with "
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1\n"
+    ) in elastic.stdout
+    unshared = lockstep("doctor", env=torchrun | {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
+    assert "  elastic  " in unshared.stdout and "  warning  " not in unshared.stdout
     off = lockstep("doctor", env=srun | {"LOCKSTEP_CLUSTER": "off"})
     assert "  nothing       a run uses this machine's processes (LOCKSTEP_CLUSTER=off)" in (
         off.stdout

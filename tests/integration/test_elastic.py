@@ -143,7 +143,7 @@ def report_cpus(config):
 def test_workers_of_a_grown_run_may_use_every_cpu_the_run_counts(run_config):
     """The fork server keeps the CPUs the driver had when it was forked (one, for a run
     that started narrow): workers forked from it get the driver's CPUs of now."""
-    from lockstep._internal.execution.worker_group.process import forkserver
+    from lockstep._internal.execution.worker_group import forkserver
 
     original = usable_cpus()
     wide = set(sorted(original)[:2])

@@ -21,7 +21,7 @@ FRESH_START = "lockstep: workers start as fresh processes, not forks of this one
 PRELUDE = """
 import json, os, sys, tempfile
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import fork_safety, forkserver
+from lockstep._internal.execution.worker_group import fork_safety, forkserver
 from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
 
 STORAGE = sys.argv[1]

@@ -1,15 +1,18 @@
 """The fork server: fast, but forking must never leak the driver's state into workers."""
 
+import json
 import os
 import random
 import socket
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
 import pytest
 
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from tests.helpers import EveryRank
 
@@ -105,3 +108,52 @@ def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path):
     # the kernel's parent-death signal would have killed it when the thread ended
     fit(lambda: train.report({"x": 1}), tmp_path)
     assert started is not None and forkserver.server_pid() == started
+
+
+IMPORTS_SEEN = """
+import json, os, sys, tempfile
+import numpy
+from lockstep import train
+from lockstep.testing import fit_all_ranks
+from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+
+# (pid, module): every import not already done, in any process; kept on a module, as the
+# function that reads it goes to the workers by value, with a copy of its globals
+sys.imports_seen = []
+
+
+class Recorder:
+    def find_spec(self, name, path=None, target=None):
+        sys.imports_seen.append((os.getpid(), name))
+        return None  # the other finders find it
+
+
+sys.meta_path.insert(0, Recorder())
+
+
+def seen(config):
+    numpy.random.rand()  # the workers' random state is reseeded: numpy.random is used
+    return os.getpid(), [name for pid, name in sys.imports_seen if pid == os.getpid()]
+
+
+with tempfile.TemporaryDirectory() as storage:
+    trainer = DataParallelTrainer(
+        seen,
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=storage, verbose=0),
+    )
+    print(json.dumps(fit_all_ranks(trainer)))
+"""
+
+
+def test_a_forked_worker_imports_nothing_on_its_way_to_the_function(tmp_path):
+    """What every worker would import (its own code, numpy's random module) is imported
+    once, in the fork server: imported by each of 128 workers it cost more than the run."""
+    script = tmp_path / "imports.py"
+    script.write_text(IMPORTS_SEEN)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    per_worker = json.loads(done.stdout.splitlines()[-1])
+    assert len({pid for pid, _ in per_worker}) == 2  # two forked workers, not the driver
+    assert [names for _, names in per_worker] == [[], []]

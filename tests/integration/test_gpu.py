@@ -227,7 +227,7 @@ def test_two_ranks_share_one_gpu_with_gloo_as_the_error_says(tmp_path):
 CUDA_IN_THE_DRIVER = """
 import json, os, sys, torch
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 from lockstep.train.torch import TorchTrainer, get_device
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from lockstep import train
-from lockstep._internal.execution.worker_group.process import forkserver
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import (
     Checkpoint,
     DataParallelTrainer,

@@ -74,6 +74,7 @@ def check_one_run_across_two_hosts(out: Path, run_dir: Path, hosts: tuple[str, s
             rank % 2,
         )
         assert (last["world_size"], last["local_world_size"]) == (4, 2)
+        assert last["program"] == "lockstep_run.py"  # forked, not started afresh
         env = last["env"]
         # torchrun's variables, the worker's own; none of the launcher's about its process
         assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (

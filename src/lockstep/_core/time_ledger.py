@@ -8,7 +8,8 @@ the ledger in the run directory:
 - ``time.json``: the whole ledger, written when an attempt starts or ends, when a
   checkpoint is committed, and at the end of the run;
 - ``time.bin``: its figures (doubles, little-endian, the layout below), rewritten in
-  place after every step, so that a killed driver loses at most the last report's share;
+  place at most a tenth of a second after a step (in batches, off the workers' way), so
+  that a killed driver loses at most that tenth of a second's share;
   the next driver of the run (``restore()``) continues from whichever of the two is newer.
 """
 

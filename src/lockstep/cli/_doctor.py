@@ -234,6 +234,8 @@ def launch_lines() -> list[str]:
         lines.append(
             f"  {'SLURM job':<14}{launch.slurm_job}: requeued when preempted, if it may be"
         )
+    if launch.resizable:
+        lines += _elastic_lines(launch.variables)
     lines.append(
         f"  {'run name':<14}lockstep_run-{launch.job_id or '<date>'} unless RunConfig(name=...)"
     )
@@ -245,6 +247,27 @@ def launch_lines() -> list[str]:
         )
     else:
         lines.append(f"  {'topology':<14}one process: every worker on this node")
+    return lines
+
+
+def _elastic_lines(variables: dict[str, str]) -> list[str]:
+    """What torchrun's elastic rendezvous does to a run, with its restarts so far, and
+    whether a node can join it."""
+    restarts = variables.get("TORCHELASTIC_RESTART_COUNT", "?")
+    allowed = variables.get("TORCHELASTIC_MAX_RESTARTS", "?")
+    lines = [
+        f"  {'elastic':<14}num_workers=(min, max) takes this rendezvous's world; a node "
+        f"joining or lost starts the run again from its latest checkpoint (restart "
+        f"{restarts}; --max-restarts={allowed} for failures and lost nodes)"
+    ]
+    from lockstep._core import flags
+
+    if flags.launch_environment().get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") != "1":
+        lines.append(
+            f"  {'warning':<14}a node joining this job later fails: torch shares its "
+            "rendezvous store with the workers, and publishes its address once. HINT: start "
+            "torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+        )
     return lines
 
 

@@ -449,7 +449,7 @@ def _stray_processes(before: set[int], timeout: float = 5.0) -> list[int]:
     once the ones already told to stop had a moment to go."""
     import psutil
 
-    from lockstep._internal.execution.worker_group.process import forkserver
+    from lockstep._internal.execution.worker_group import forkserver
 
     def alive(proc: Any) -> bool:
         try:

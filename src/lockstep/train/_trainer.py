@@ -248,8 +248,11 @@ class DataParallelTrainer:
         ``in_process``, as a Tune function trial's does)."""
         self._spec = spec
         self._in_process = in_process
-        self.scaling_config = ScalingConfig.coerce(spec.scaling_config)
-        self._plan = plan if plan is not None else resolve_plan(self.scaling_config)
+        if plan is None:
+            plan = resolve_plan(ScalingConfig.coerce(spec.scaling_config))
+        self._plan = plan
+        # the user's, or under an elastic launcher (torchrun) the size this launch gives
+        self.scaling_config = self._plan.scaling
         self.run_config = _named(spec.run_config or RunConfig(), self._plan.launch)
         _check_checkpoint_frequency(type(self), self.run_config)
         self.backend_config = spec.backend_config
@@ -299,6 +302,7 @@ class DataParallelTrainer:
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
             self._spec = replace(self._spec, preprocessor=preprocessor)
+        start_early(self._plan)  # before a cluster run opens its storage: see fork_safety
         return run.fit(
             self._plan,
             lambda: _storage_root(self.run_config),
@@ -346,6 +350,8 @@ class DataParallelTrainer:
         record = RunRecord.open(
             run_dir, self.run_config.checkpoint_config, save_at_start=not self._in_process
         )
+        if self._plan.launch is not None and self._plan.executor == "cluster":
+            record.record_relaunch(self.scaling_config.min_workers, self._plan.launch.launcher)
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")

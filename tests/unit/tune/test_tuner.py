@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -117,16 +119,45 @@ def test_a_trial_the_median_rule_pauses_ends_once_nothing_else_is_left(tmp_path)
     assert results.num_terminated == 3
 
 
-def pbt_trainable(config):
-    add_lr_to_a_score(config, tune.get_checkpoint, tune.report, steps=6)
+def wait_for(path: Path) -> None:
+    """Until ``path`` exists; a minute at most, after which the test's assertions say what
+    did not happen."""
+    deadline = time.monotonic() + 60.0
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def pbt_trainable_in_turn(config):
+    """``add_lr_to_a_score`` for 6 steps, with the two trials kept in turn however their
+    threads run: the bad one (lr 0.1) reports its 2nd step only after the good one (lr 10)
+    reported its 2nd, so that it is ranked against it; the good one reports its 4th only
+    once the bad one went on from its checkpoint, so that the donor's checkpoint has steps
+    left after it (from a donor's 6th and last, the exploited trial has none to train)."""
+    markers = Path(config["markers"])
+    exploited = tune.get_checkpoint() is not None
+    if exploited:
+        (markers / "exploited").touch()
+
+    def report(metrics, checkpoint):
+        if metrics["step"] == 2 and config["lr"] == 0.1 and not exploited:
+            wait_for(markers / "good-reported-2")
+        if metrics["step"] == 4 and config["lr"] == 10.0 and not exploited:
+            wait_for(markers / "exploited")
+        tune.report(metrics, checkpoint=checkpoint)
+        if metrics["step"] == 2 and config["lr"] == 10.0 and not exploited:
+            (markers / "good-reported-2").touch()
+
+    add_lr_to_a_score(config, tune.get_checkpoint, report, steps=6)
 
 
 def test_pbt_replaces_a_bad_trials_config_and_resumes_from_the_donors_checkpoint(tmp_path):
     pbt = pbt_every_two_iterations({"lr": [0.1, 1.0, 10.0]})
+    markers = tmp_path / "markers"
+    markers.mkdir()
     results = run(
         tmp_path,
-        pbt_trainable,
-        {"lr": tune.grid_search([10.0, 0.1])},
+        pbt_trainable_in_turn,
+        {"lr": tune.grid_search([10.0, 0.1]), "markers": str(markers)},
         metric="score",
         mode="max",
         scheduler=pbt,

@@ -135,6 +135,10 @@ class TrainController:
             assumed_mtbf_s=failure_policy.assumed_mtbf_s,
             started_at=started_at,
         )
+        if record.continues_resize:
+            # a launcher started the run again at another size: it recovers, as from a
+            # resize by this driver
+            self._ledger.enter(RECOVERING, since=started_at)
         self._reports = ReportHandler(record, spec.run_dir, self._listeners, self._ledger)
         # asked once: every poll would (the listeners stay those of the run)
         self._step_events = (self._listeners.wants(ev.StepBegin), self._listeners.wants(ev.StepEnd))
@@ -399,11 +403,12 @@ class TrainController:
     def _poll(self, state: Running | Draining, drain: Drain | None) -> State:
         """Take what the workers sent; ``state`` itself while the attempt just runs on."""
         run = state.run
-        events = run.group.poll(POLL_TIMEOUT_S)
+        events = run.group.poll(self._reports.poll_timeout(POLL_TIMEOUT_S))
         failures: dict[int, WorkerFailure] = {}
         if self._reports.collect_uploads(failures):
             self._hang.progress()
         directive = self._take(run, events, failures)
+        self._reports.catch_up(idle=not events)
         if failures:
             self._await_root_cause(run, failures)
             return self._on_failures(run, with_waiting(failures, self._reports.steps), drain=drain)
@@ -508,6 +513,10 @@ class TrainController:
         """Restart or raise, as the failure policy decides. While a node drains, what
         fails (the node going away with its workers) is the preemption: a restart counted
         against ``max_preemption_failures``."""
+        if self._stop_reason is not None:
+            # a stop was asked for as they failed (their launched process was lost with
+            # its node): the failures are the stop's doing, and count as none
+            return Stopped(self._stop_reason)
         run.failures.update(failures)
         preempted = drain is not None and not drain.stops_run
         summary = root_cause(run.failures).summary

@@ -3,6 +3,8 @@
 Reports are grouped into steps (``steps.StepAggregator``); a complete step's row is logged
 and its checkpoint, if any, committed through the run record, then every worker is
 released from ``report()`` and the run's listeners hear of it (:class:`StepRecorded`).
+What the record derives from the rows (progress.csv's lines, the time ledger's figures in
+time.bin) waits for :meth:`ReportHandler.catch_up`: one write a batch, off the workers' way.
 Checkpoints come three ways: staged by the workers (SYNC), handed off for the driver's
 upload thread (ASYNC, committed later, in report order), or put in storage by the workers
 (NO_UPLOAD, ``checkpoint_upload_fn``).
@@ -27,6 +29,10 @@ from lockstep._internal.controller.steps import Step, StepAggregator
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import CheckpointCommitted, Report, StepDone
 from lockstep._internal.execution.worker_group.base import WorkerGroup
+
+# How long progress.csv's lines and time.bin's figures may wait after a step (a driver
+# with nothing to do writes them at once): while steps keep coming, a batch costs a write.
+CATCH_UP_S = 0.1
 
 
 class ReportHandler:
@@ -65,6 +71,7 @@ class ReportHandler:
         )
         self._previous_total_s = time_total  # the last step's, for the next one's clock
         self._announcing = listeners.wants(StepRecorded)  # the listeners are the run's
+        self._behind_since: float | None = None  # the first step not caught up, if any
 
     @property
     def steps(self) -> StepAggregator:
@@ -97,6 +104,24 @@ class ReportHandler:
             report = None  # type: ignore[assignment]  # counted with the first step
         return decided
 
+    def poll_timeout(self, longest: float) -> float:
+        """How long the next poll may wait for the workers: at most ``longest``, and no
+        later than when what waits for :meth:`catch_up` is due."""
+        since = self._behind_since
+        if since is None:
+            return longest
+        return max(0.0, min(longest, since + CATCH_UP_S - time.monotonic()))
+
+    def catch_up(self, *, idle: bool = False) -> None:
+        """Write what the steps left for later (progress.csv's lines, time.bin's figures)
+        when the driver is ``idle`` or once the oldest has waited :data:`CATCH_UP_S`."""
+        since = self._behind_since
+        if since is None or not (idle or time.monotonic() - since >= CATCH_UP_S):
+            return
+        self._behind_since = None
+        self._record.catch_up()
+        self._record.write_ledger_figures(self._ledger.current())
+
     def collect_uploads(self, failures: dict[int, WorkerFailure], *, wait: bool = False) -> int:
         """Commit the ASYNC checkpoints whose files are uploaded, in report order; a failed
         upload or commit becomes a failure of the run (not retryable). Returns how many
@@ -123,6 +148,7 @@ class ReportHandler:
         the hand-off files of steps not every rank reached; the failures that left."""
         failures: dict[int, WorkerFailure] = {}
         self.collect_uploads(failures, wait=True)
+        self.catch_up(idle=True)
         discard(r.handoff for r in self._steps.pending_reports() if r.handoff is not None)
         return failures
 
@@ -136,7 +162,8 @@ class ReportHandler:
         assert self._group is not None
         if not step.checkpointed:
             # The row first (durable: in the kernel's hands, which a killed driver cannot
-            # lose), then the workers released; the rest is the driver's own bookkeeping.
+            # lose), then the workers released; the rest is the driver's own bookkeeping,
+            # and what it writes waits for catch_up().
             self._record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
             self._group.notify(StepDone(step.index))
             self.last_metrics = step.metrics
@@ -158,15 +185,16 @@ class ReportHandler:
     def _count(
         self, step: Step, last: Report | None, completed: float, commit_s: float = 0.0
     ) -> None:
-        """The step in the time ledger, whose figures are then on disk: after the workers
-        were released, so that none of it is on their way."""
+        """The step in the time ledger (its figures go to disk at :meth:`catch_up`): after
+        the workers were released, so that none of it is on their way."""
         ledger = self._ledger
         slowest = step.reports[-1].rank
         if last is not None:
             ledger.on_report(last, completed)
             slowest = last.rank
         ledger.on_step(step.index, slowest, completed, commit_s)
-        self._record.write_ledger_figures(ledger.current())
+        if self._behind_since is None:
+            self._behind_since = completed
 
     def _announce(
         self, step: Step, checkpoint: Checkpoint | None, row: dict[str, Any] | None = None

@@ -1,11 +1,16 @@
 """The run's human-readable record: params.json, result.json (JSON lines) and progress.csv.
 
-A row survives the driver once :meth:`RunLog.append` returns: locally each file's line is
-one ``os.write`` on a file opened with ``O_APPEND`` (no buffer in this process: the line is
-in the kernel's page cache, which a killed driver cannot lose, and it cannot be torn), and
-fsync'd when asked; on an object store, which cannot append, it goes the same way to a
+A row survives the driver once :meth:`RunLog.append` returns: locally its result.json line
+is one ``os.write`` on a file opened with ``O_APPEND`` (no buffer in this process: the line
+is in the kernel's page cache, which a killed driver cannot lose, and it cannot be torn),
+and fsync'd when asked; on an object store, which cannot append, it goes the same way to a
 local journal kept until the row is uploaded, which the next driver of the run reads back
 if this one dies first.
+
+progress.csv is the same rows as a table, derived from result.json: its lines follow in
+batches (:meth:`RunLog.catch_up`, which the driver calls when a later moment comes, off
+the workers' way), and whole at every flush and at the end; the next driver of a run
+rebuilds it from result.json, so a killed driver's last lines are not lost either.
 """
 
 from __future__ import annotations
@@ -26,27 +31,28 @@ from lockstep._core.result import parse_result_lines, read_results
 from lockstep._core.storage import open_append, write_all
 
 
-class _CsvLine:
-    """progress.csv's line of a flat row, by the csv module's rules, with one reused buffer
+class _CsvLines:
+    """progress.csv's lines of flat rows, by the csv module's rules, with one reused buffer
     (``csv.DictWriter`` checks every key of every row in Python)."""
 
     def __init__(self) -> None:
         self._out = io.StringIO()
         self._writer = csv.writer(self._out)
 
-    def __call__(self, flat: Mapping[str, Any], columns: list[str]) -> str:
+    def __call__(self, flat: list[dict[str, Any]], columns: list[str]) -> str:
         self._out.seek(0)
         self._out.truncate()
-        self._writer.writerow([flat.get(c) for c in columns])
+        self._writer.writerows([row.get(c) for c in columns] for row in flat)
         return self._out.getvalue()
 
 
 class RunLog:
     """Appends one line per step to result.json and progress.csv.
 
-    Locally each line is written as it comes. Elsewhere (an object store cannot append)
-    the lines go to the local :class:`Journal` and both files are rewritten at :meth:`flush`
-    (on each checkpoint commit and at the end of the run).
+    Locally each result.json line is written as it comes, progress.csv's at
+    :meth:`catch_up`. Elsewhere (an object store cannot append) the lines go to the local
+    :class:`Journal` and both files are rewritten at :meth:`flush` (on each checkpoint
+    commit and at the end of the run).
     """
 
     def __init__(self, run_dir: storage.StorageDir) -> None:
@@ -58,7 +64,8 @@ class RunLog:
             self._rows = _merged(self._rows, self._journal.rows())
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
-        self._csv_line = _CsvLine()
+        self._csv_lines = _CsvLines()
+        self._behind: list[dict[str, Any]] = []  # flat rows progress.csv has not got yet
         self._json: int | None = None  # file descriptors, open while the run appends
         self._csv: int | None = None
 
@@ -88,24 +95,51 @@ class RunLog:
         self._run_dir.write_atomic(storage.PARAMS_FILE, data)
 
     def append(self, row: dict[str, Any], *, sync: bool = True) -> None:
-        """Add one line. When this returns it is in the operating system's hands, which a
-        killed driver cannot lose; with ``sync`` also on disk (fsync), which a crash of the
-        machine cannot lose either."""
+        """Add one line. When this returns its result.json line is in the operating
+        system's hands, which a killed driver cannot lose; with ``sync`` also on disk
+        (fsync), which a crash of the machine cannot lose either. Its progress.csv line
+        waits for :meth:`catch_up`."""
         line = json.dumps(row) + "\n"  # first: a row JSON cannot write is not kept
         self._rows.append(row)
         if self._journal is not None:
             self._journal.append(line, sync=sync)
             return
-        flat = flatten_dict(row)
-        if self._csv is None or not self._known.issuperset(flat):
-            self._rewrite_local(sync=sync)
+        if self._json is None:
+            self._rewrite_local(sync=sync)  # the first line: both files
             return
-        assert self._json is not None
         write_all(self._json, line.encode())
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
             os.fsync(self._json)
-        write_all(self._csv, self._csv_line(flat, self._columns).encode())
+        self._behind.append(row)
+
+    @property
+    def behind(self) -> bool:
+        """Whether progress.csv lacks lines result.json has."""
+        return bool(self._behind)
+
+    def catch_up(self) -> None:
+        """Write the progress.csv lines of the rows appended since the last call, in one
+        write (the whole file again where a row brings a new column)."""
+        if not self._behind:
+            return
+        rows, self._behind = self._behind, []
+        assert self._csv is not None
+        flat = [flatten_dict(row) for row in rows]
+        if not all(self._known.issuperset(f) for f in flat):
+            self._rewrite_csv()  # a new column: the table's header changes
+            return
+        write_all(self._csv, self._csv_lines(flat, self._columns).encode())
+
+    def _rewrite_csv(self) -> None:
+        """progress.csv whole again, from every row, then open for appending again."""
+        assert self._csv is not None
+        os.close(self._csv)
+        self._csv = None
+        self._columns = _columns(self._rows)
+        self._known = set(self._columns)
+        self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+        self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
     def sync(self) -> None:
         """Put every row appended so far on disk (fsync), as ``append(sync=True)`` does."""
@@ -115,7 +149,9 @@ class RunLog:
             os.fsync(self._json)
 
     def flush(self) -> None:
-        """Upload the journal's rows (object stores; locally every row is written already)."""
+        """Upload the journal's rows (object stores), or write progress.csv's lines still
+        to come (locally, where result.json has every row already)."""
+        self.catch_up()
         if self._journal is not None:
             self._write_whole()
             self._journal.clear()
@@ -126,6 +162,9 @@ class RunLog:
         self.flush()
         if self._run_dir.fsync_writes:
             self.sync()
+        self._close_files()
+
+    def _close_files(self) -> None:
         for fd in (self._json, self._csv):
             if fd is not None:
                 os.close(fd)
@@ -138,15 +177,16 @@ class RunLog:
         self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
 
     def _rewrite_local(self, *, sync: bool) -> None:
-        """(Re)write both files whole: at the first line, or when a new column appears."""
-        self.close()
+        """Write both files whole (the first line this log appends) and keep them open."""
+        self._behind = []  # written whole from every row
+        self._close_files()
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
         if len(self._rows) == 1 and not self._run_dir.exists(storage.RESULTS_FILE):
             self._start_files(sync=sync)
             return
         self._write_whole(sync=sync)
-        # Both stay open for the run, so that each step costs one write per file.
+        # Both stay open for the run: a step costs one write, a batch of csv lines another.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 

@@ -173,6 +173,34 @@ class RunRecord:
             self._checkpoints.save()
         return storage.attempt_staging_dir(number)
 
+    def record_relaunch(self, num_workers: int, launcher: str) -> None:
+        """The launcher started the run's processes again with ``num_workers`` workers
+        (torchrun's elastic rendezvous, after a node joined or left): an earlier driver's
+        last attempt of another size was resized, however that driver saw it end."""
+        last = self.state.history[-1] if self.state.history else None
+        if last is None or last.num_workers in (None, num_workers):
+            return
+        seen = last.ended or "driver lost"
+        detail = f"{seen}: {last.cause}" if last.cause else seen
+        last.ended = "resized"
+        last.cause = (
+            f"{launcher} started the run again with {num_workers} workers, "
+            f"{last.num_workers} before ({detail})"
+        )
+        if self._save_at_start:
+            self._checkpoints.save()
+
+    @property
+    def continues_resize(self) -> bool:
+        """Whether this driver goes on from an earlier one's attempt that was resized (and
+        has started none of its own yet)."""
+        history = self.state.history
+        return (
+            bool(history)
+            and history[-1].ended == "resized"
+            and (history[-1].number < self._first_attempt)
+        )
+
     def _unended_reason(self, num_workers: int | None) -> str:
         """How the last attempt ended, when it did not say so and another starts."""
         last = self.state.history[-1] if self.state.history else None
@@ -338,9 +366,14 @@ class RunRecord:
         sources), from ``time.json`` or ``time.bin``, whichever is newer; None if none."""
         return self._time.previous()
 
+    def catch_up(self) -> None:
+        """Write progress.csv's lines of the rows logged since the last call (result.json
+        has them already: see :meth:`RunLog.catch_up`)."""
+        self._run_log.catch_up()
+
     def write_ledger_figures(self, values: array.array[float]) -> None:
-        """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite``, after every step
-        (locally; elsewhere only :meth:`write_ledger` writes)."""
+        """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite`` (locally;
+        elsewhere only :meth:`write_ledger` writes)."""
         self._time.write_figures(values)
 
     def write_ledger(self, data: Mapping[str, Any]) -> None:

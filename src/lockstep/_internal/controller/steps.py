@@ -62,11 +62,19 @@ class StepAggregator:
         self._next = 0
         self._reported: dict[int, int] = dict.fromkeys(range(world_size), 0)
         self._finished: dict[int, int] = {}
+        # Kept as reports come, so that checking a report costs no look at every rank:
+        # the rank that reported most (the lowest such rank), and the rank that returned
+        # after the fewest reports (the first such rank).
+        self._most = (0, 0)  # (count, rank)
+        self._fewest: tuple[int, int] | None = None  # (count, rank)
 
     def add(self, report: Report) -> list[Step]:
         """Record ``report``; return the steps it completes, in order."""
         assert report.step == self._reported[report.rank], "reports arrive in order per worker"
-        self._reported[report.rank] += 1
+        count = self._reported[report.rank] = report.step + 1
+        most, most_rank = self._most
+        if count > most or (count == most and report.rank < most_rank):
+            self._most = (count, report.rank)
         self._check(report.rank)
         self._pending.setdefault(report.step, {})[report.rank] = report
         done = []
@@ -79,6 +87,8 @@ class StepAggregator:
     def finish(self, rank: int, num_reports: int) -> None:
         """Rank ``rank``'s function returned after ``num_reports`` reports."""
         self._finished[rank] = num_reports
+        if self._fewest is None or num_reports < self._fewest[0]:
+            self._fewest = (num_reports, rank)
         self._check(rank)
 
     @property
@@ -115,10 +125,10 @@ class StepAggregator:
         return "reports: " + ", ".join(parts)
 
     def _check(self, rank: int) -> None:
-        if not self._finished:
+        if self._fewest is None:
             return
-        fewest_rank, fewest = min(self._finished.items(), key=lambda item: item[1])
-        most_rank, most = max(self._reported.items(), key=lambda item: item[1])
+        fewest, fewest_rank = self._fewest
+        most, most_rank = self._most
         if most > fewest:
             raise ReportCountMismatch(
                 f"workers called report() a different number of times: rank {fewest_rank} "

@@ -19,7 +19,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
-from lockstep._core.storage import StorageDir
+from lockstep._core.storage import StorageDir, write_all
 
 _M = TypeVar("_M")
 
@@ -231,8 +231,8 @@ class FrameReader:
     """Reads the messages a :class:`~multiprocessing.connection.Connection` sends (each a
     4-byte big-endian length, or -1 and an 8-byte one, then the pickle) from the socket
     under ``conn``, taking with one ``recv`` every message that has arrived: a report
-    costs one system call to read, where ``Connection.recv`` makes two, and a third to
-    learn whether another one follows.
+    costs one system call to read, where ``Connection.recv`` makes two, and a read that
+    did not fill the buffer says the socket is empty (:attr:`drained`) without a third.
 
     Every read of the connection must go through the reader (it keeps what it read
     ahead). Its socket is a duplicate of the connection's descriptor: closing the
@@ -246,6 +246,9 @@ class FrameReader:
         self._buffer = bytearray()
         self._chunk = memoryview(bytearray(_READ_SIZE))  # read into, not allocated per read
         self._dontwait = socket.MSG_DONTWAIT
+        # The last read took all the socket held (it did not fill the chunk): what comes
+        # next makes the connection readable again, so nobody need ask it until then.
+        self.drained = False
 
     def buffered(self) -> bool:
         """Whether a message (or part of one) was read ahead."""
@@ -272,9 +275,11 @@ class FrameReader:
         self._socket.close()
 
     def _fill(self, *, wait: bool) -> None:
+        self.drained = False
         size = self._socket.recv_into(self._chunk, _READ_SIZE, 0 if wait else self._dontwait)
         if not size:
             raise EOFError("the connection was closed")
+        self.drained = size < _READ_SIZE
         self._buffer += self._chunk[:size]
 
     def _complete(self, *, wait_for_rest: bool, limit: int | None = None) -> list[Any]:
@@ -291,6 +296,17 @@ class FrameReader:
             messages.append(pickle.loads(memoryview(self._buffer)[start : start + size]))
             del self._buffer[: start + size]
         return messages
+
+
+def send_frame(conn: Any, data: bytes) -> None:
+    """Send ``data`` over ``conn`` as ``conn.send_bytes(data)`` does, the same frame (a
+    4-byte big-endian length, then the bytes), with one ``write`` and none of its checks
+    in Python, which cost more than a small message's trip (a report, its answer). Raises
+    OSError when the peer is gone or ``conn`` is closed."""
+    if len(data) > _READ_SIZE:
+        conn.send_bytes(data)  # large: not copied behind its header
+        return
+    write_all(conn.fileno(), _SIZE.pack(len(data)) + data)
 
 
 _READ_SIZE = 1 << 16

@@ -199,6 +199,8 @@ class ExecutionPlan:
         launch: What launched this process, when a launcher or scheduler did (its job's
             signals, directories and exit statuses apply even to a run of one process).
         workers_per_process: In a cluster run, the workers each launched process starts.
+        node_workers: In a cluster run, how each launched process starts its workers:
+            forked from its fork server, or fresh.
     """
 
     executor: Literal["inline", "process", "ray", "cluster"]
@@ -211,6 +213,12 @@ class ExecutionPlan:
     devices: tuple[tuple[str, ...], ...] = ((),)
     launch: Launch | None = None
     workers_per_process: int = 0
+    node_workers: Launcher = Launcher.SPAWN
+
+    @property
+    def forks_workers(self) -> bool:
+        """Whether this process forks its workers from the fork server."""
+        return Launcher.FORK_SERVER in (self.launcher, self.node_workers)
 
     @property
     def uses_gpus(self) -> bool:

@@ -25,6 +25,7 @@ The framework's backend config is completed for the plan's devices (gloo or NCCL
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -139,8 +140,11 @@ def _check_cluster_executor(scaling: ScalingConfig, launch: Launch) -> None:
 
 
 def _cluster_plan(scaling: ScalingConfig, launch: Launch) -> ExecutionPlan:
-    """Steps 3 to 7 for the processes a launcher started: each starts as many workers."""
+    """Steps 3 to 7 for the processes a launcher started: each starts as many workers.
+    An elastic run's size is the one this launch gives (torchrun's rendezvous)."""
     per_process = workers_per_process(scaling, launch)  # 4
+    if scaling.elasticity_enabled:
+        scaling = dataclasses.replace(scaling, num_workers=per_process * launch.num_processes)
     devices = _cluster_gpus(scaling, launch, per_process)  # 3
     _warn_node_cpus(scaling, launch, per_process)  # 4
     return ExecutionPlan(
@@ -155,6 +159,8 @@ def _cluster_plan(scaling: ScalingConfig, launch: Launch) -> ExecutionPlan:
         listen_host=node_address(launch) if launch.is_driver else "",
         launch=launch,
         workers_per_process=per_process,
+        # 6 on each node: forked, as a local run's, unless GPUs or the flag say otherwise
+        node_workers=_launcher(scaling, "process"),
     )
 
 
@@ -163,11 +169,7 @@ def workers_per_process(scaling: ScalingConfig, launch: Launch) -> int:
     and every process starts as many (one per process, or one per node's process each
     starting its node's). Raises, naming the allocation, when they do not divide."""
     if scaling.elasticity_enabled:
-        raise ValueError(
-            f"ScalingConfig(num_workers={scaling.num_workers!r}) is elastic, but "
-            f"{launch.launcher}'s allocation ({launch.allocation()}) is fixed. HINT: give "
-            f"num_workers={launch.num_processes} (or a multiple) as one number"
-        )
+        return elastic_workers_per_process(scaling, launch)
     n, processes = scaling.min_workers, launch.num_processes  # (not elastic: num_workers)
     if n < processes or n % processes:
         fits = ", ".join(str(processes * k) for k in (1, 2, 4))
@@ -179,6 +181,49 @@ def workers_per_process(scaling: ScalingConfig, launch: Launch) -> int:
             "worker: srun --ntasks-per-node, torchrun --nproc-per-node, mpirun -np)"
         )
     return n // processes
+
+
+def elastic_workers_per_process(scaling: ScalingConfig, launch: Launch) -> int:
+    """``num_workers=(min, max)`` where the launcher may change the allocation (torchrun's
+    elastic rendezvous): this launch's processes decide the size. Several processes per
+    node start one worker each (the world is ``WORLD_SIZE``); one process per node starts
+    as many as keep the world within ``max`` (the same number on every node). Raises,
+    naming the allocation, when the size is outside ``[min, max]`` or the launcher's
+    allocation is fixed.
+
+    Example:
+        >>> from lockstep._internal.execution.environments import torchelastic
+        >>> launch = torchelastic.detect({"TORCHELASTIC_RUN_ID": "job", "RANK": "0",
+        ...     "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+        ...     "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2"})
+        >>> elastic_workers_per_process(ScalingConfig(num_workers=(2, 4)), launch)
+        1
+    """
+    low, high, processes = scaling.min_workers, scaling.max_workers, launch.num_processes
+    if not launch.resizable:
+        raise ValueError(
+            f"ScalingConfig(num_workers={scaling.num_workers!r}) is elastic, but "
+            f"{launch.launcher}'s allocation ({launch.allocation()}) is fixed. HINT: give "
+            f"num_workers={processes} (or a multiple) as one number, or launch with torchrun "
+            "--nnodes=MIN:MAX --rdzv-backend=c10d, whose rendezvous may change the allocation"
+        )
+    per_process = 1 if launch.processes_per_node > 1 else high // processes
+    size = per_process * processes
+    if not low <= size <= high:
+        rule = (
+            "one worker per launched process"
+            if launch.processes_per_node > 1
+            else f"as many on each node as keep the world within {high}"
+        )
+        raise ValueError(
+            f"ScalingConfig(num_workers={scaling.num_workers!r}) does not fit this "
+            f"rendezvous: {launch.launcher} started {processes} processes "
+            f"({launch.allocation()}), which with {rule} is {size} workers, outside "
+            f"[{low}, {high}]. HINT: give torchrun --nnodes=MIN:MAX and --nproc-per-node "
+            f"whose worlds stay within [{low}, {high}], or widen num_workers to "
+            f"({min(low, max(1, size))}, {max(high, size)})"
+        )
+    return per_process
 
 
 def _cluster_gpus(scaling: ScalingConfig, launch: Launch, per_process: int) -> tuple[str, ...]:
@@ -438,7 +483,7 @@ def start_early(plan: ExecutionPlan) -> None:
     """Before the run opens its storage: fork the fork server, when the plan forks workers
     from it. Opening the storage may start a library that a fork cannot copy (pyarrow's S3
     filesystem starts the AWS CRT); a server forked first never holds it."""
-    if plan.launcher is Launcher.FORK_SERVER:
-        from lockstep._internal.execution.worker_group.process import forkserver
+    if plan.forks_workers:
+        from lockstep._internal.execution.worker_group import forkserver
 
         forkserver.get(max(1, int(plan.num_cpus_per_worker)))

@@ -4,6 +4,9 @@
   here and leaves the program when it ends, with the run's outcome as its exit status:
   the script's code after ``fit()`` runs once, in the driver.
 - The driver waits for the others to join, then runs the controller on their workers.
+- Under torchrun's elastic rendezvous, a launched process lost (its node gone) stops the
+  run at once with a retryable status: torchrun starts every process again with the
+  nodes left, and the new driver continues the run from its latest checkpoint.
 - Under SLURM, SIGUSR1 (``sbatch --signal=USR1@90``: the warning before the time limit)
   is a preemption, as SIGTERM is; a preempted run's job is requeued when it may be.
 - Under SageMaker, the final checkpoint's files go to the model directory, and a failure's
@@ -45,6 +48,8 @@ class Controller(Protocol):
 
     def request_preemption(self, reason: str) -> None: ...
 
+    def request_stop(self, reason: str) -> None: ...
+
 
 def fit(
     plan: ExecutionPlan,
@@ -70,6 +75,8 @@ def fit(
         controller = make_controller(session)
         if session is not None:
             session.on_signal = controller.request_preemption
+            if session.launch.resizable:
+                session.on_member_lost = controller.request_stop
         with _slurm_warning(plan, controller):
             result = controller.run()
         code = 0

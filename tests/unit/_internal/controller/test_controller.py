@@ -10,6 +10,8 @@ from lockstep._core import run_events
 from lockstep._core.callback import UserCallback
 from lockstep._core.config import CheckpointConfig, FailureConfig
 from lockstep._core.errors import TrainingFailedError, TrainingInterrupted, WorkerFailure
+from lockstep._core.time_ledger import TIME_HOT_FILE, unpack_hot
+from lockstep._internal.controller import reports
 from lockstep._internal.controller.controller import (
     Errored,
     Finished,
@@ -213,6 +215,34 @@ def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
     assert fake.released == [0] and [m.step for m in fake.notified] == [1]
 
 
+def test_the_table_and_the_time_figures_follow_a_step_when_the_driver_is_idle(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(reports, "CATCH_UP_S", 3600.0)  # only an idle poll catches up
+    script = [
+        [report(0, 0), report(1, 0)],
+        [report(0, 1), report(1, 1)],
+        [],  # nothing came: the driver is idle
+        [returned(0, 2), returned(1, 2)],
+    ]
+    controller, _, run_dir = make_controller(tmp_path, [script])
+
+    def lines(name):
+        return len(run_dir.read_text(name).splitlines()) if run_dir.exists(name) else 0
+
+    controller.step()  # start
+    controller.step()
+    controller.step()
+    assert controller.state.run.group.released == [0, 1]
+    # result.json's lines are written before the workers are released; progress.csv (a
+    # header and the first line, written with result.json's first) and time.bin wait
+    assert (lines("result.json"), lines("progress.csv")) == (2, 2)
+    assert not run_dir.exists(TIME_HOT_FILE)
+    controller.step()
+    assert (lines("result.json"), lines("progress.csv")) == (2, 3)
+    assert unpack_hot(run_dir.read_bytes(TIME_HOT_FILE)) is not None
+
+
 def test_a_death_while_others_wait_in_report_names_every_count(tmp_path):
     died = Failed(
         WorkerFailure(
@@ -291,6 +321,40 @@ def test_a_requested_stop_keeps_the_committed_checkpoints_and_can_continue(tmp_p
         "checkpoint_000000"
     ]
     assert not run_dir.exists(".staging")
+
+
+class LosesItsNode(FakeWorkerGroup):
+    """A group whose failing workers' launched process is lost with them: the stop is
+    asked for while the group is polled (as the cluster group's poll waits to hear how
+    the workers ended)."""
+
+    stop: list = []
+
+    def poll(self, timeout):
+        events = super().poll(timeout)
+        if any(isinstance(e, Failed) for e in events):
+            self.stop[0]("launched process 1 on n2 was lost")
+        return events
+
+
+def test_workers_failing_as_a_stop_is_asked_for_stop_the_run_counting_no_failure(tmp_path):
+    """The stop, not the failures, is how the run ends (torchrun's elastic rendezvous
+    starts it again without the node), and no failure counts against max_failures=0."""
+    script = [[report(0, 0, True), report(1, 0)], [failed(1, time=1.0)]]
+    controller, log, run_dir = make_controller(
+        tmp_path, [script], max_failures=0, group_class=LosesItsNode
+    )
+    LosesItsNode.stop[:] = [controller.request_stop]
+    with pytest.raises(TrainingInterrupted) as raised:
+        controller.run()
+    assert raised.value.reason == "launched process 1 on n2 was lost"
+    assert log[-1] == "shutdown"  # the workers left on the other nodes are stopped
+    state = json.loads(run_dir.read_text("run_state.json"))
+    assert (state["status"], state["num_failures"], state["latest"]) == (
+        "interrupted",
+        0,
+        "checkpoint_000000",
+    )
 
 
 def test_a_peer_error_waits_for_the_death_that_caused_it(tmp_path):

@@ -131,3 +131,36 @@ def test_a_new_runs_first_row_creates_both_files_by_appending(tmp_path, monkeypa
         {"loss": "1.0", "training_iteration": "1"},
         {"loss": "0.5", "training_iteration": "2"},
     ]
+
+
+def test_progress_csv_follows_result_json_at_catch_up(tmp_path):
+    def table():
+        return list(csv.DictReader((tmp_path / "progress.csv").open()))
+
+    run_dir = StorageDir.from_uri(tmp_path)
+    log = RunLog(run_dir)
+    log.append({"loss": 1.0, "training_iteration": 1})  # a new run's first line: both files
+    log.append({"loss": 0.5, "training_iteration": 2})
+    log.append({"loss": 0.2, "training_iteration": 3, "extra": {"acc": 0.9}})
+    assert [r["training_iteration"] for r in read_results(run_dir)] == [1, 2, 3]
+    assert log.behind
+    assert table() == [{"loss": "1.0", "training_iteration": "1"}]
+    log.catch_up()  # two lines, one with a new column: the table is written whole
+    assert not log.behind
+    assert [(r["training_iteration"], r["extra/acc"]) for r in table()] == [
+        ("1", ""),
+        ("2", ""),
+        ("3", "0.9"),
+    ]
+    log.append({"loss": 0.1, "training_iteration": 4})
+    log.append({"loss": 0.0, "training_iteration": 5})
+    log.catch_up()  # appended, in one write
+    assert [(r["training_iteration"], r["extra/acc"]) for r in table()][3:] == [
+        ("4", ""),
+        ("5", ""),
+    ]
+    log.close()
+    again = RunLog(run_dir)
+    assert again.reconcile(lambda row: True) == 0
+    assert [r["training_iteration"] for r in table()] == ["1", "2", "3", "4", "5"]
+    again.close()

@@ -261,3 +261,33 @@ def test_a_failed_run_ends_its_last_attempt_with_the_error(tmp_path):
     (attempt,) = record.state.history
     assert attempt.ended == "failed"
     assert attempt.cause is not None and "rank 0 (pid 3) raised X" in attempt.cause
+
+
+def test_a_launcher_starting_the_run_again_at_another_size_is_a_resize(tmp_path):
+    """torchrun's elastic rendezvous: a node joined (the driver was stopped) and then one
+    was lost (the driver was killed with it); the same size again is no resize."""
+    record = open_record(tmp_path)
+    record.start_attempt(0, num_workers=2)
+    record.close(stopped=True)
+    grown = open_record(tmp_path)
+    assert not grown.continues_resize
+    grown.record_relaunch(4, "torchrun")
+    assert grown.continues_resize  # (its time ledger starts recovering)
+    grown.start_attempt(0, num_workers=4)
+    assert not grown.continues_resize
+    grown.close()  # killed with its node: no word
+    shrunk = open_record(tmp_path)
+    shrunk.record_relaunch(2, "torchrun")
+    shrunk.start_attempt(0, num_workers=2)
+    shrunk.close(stopped=True)
+    same = open_record(tmp_path)
+    same.record_relaunch(2, "torchrun")
+    same.start_attempt(0, num_workers=2)
+    same.close(finished=True)
+    state = RunState.from_json(same.run_dir.read_bytes(storage.STATE_FILE))
+    assert [(a.num_workers, a.ended, a.cause) for a in state.history] == [
+        (2, "resized", "torchrun started the run again with 4 workers, 2 before (stopped)"),
+        (4, "resized", "torchrun started the run again with 2 workers, 4 before (driver lost)"),
+        (2, "stopped", None),
+        (2, "finished", None),
+    ]

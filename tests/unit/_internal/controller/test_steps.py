@@ -63,3 +63,21 @@ def test_all_finished():
     assert not agg.all_finished()
     agg.finish(1, 0)
     assert agg.all_finished()
+
+
+def test_a_mismatch_names_the_lowest_rank_ahead_and_the_first_to_return_behind():
+    ahead = StepAggregator(4)
+    for rank in (3, 1, 0, 2):
+        ahead.add(r(rank, 0))
+    ahead.add(r(3, 1))
+    ahead.add(r(1, 1))
+    with pytest.raises(ReportCountMismatch, match=r"rank 2 returned after 1 report while rank 1 "):
+        ahead.finish(2, 1)
+    behind = StepAggregator(3)
+    for rank in (0, 1, 2):
+        behind.add(r(rank, 0))
+    behind.finish(2, 1)
+    behind.finish(0, 1)  # as few reports, after rank 2
+    with pytest.raises(ReportCountMismatch, match=r"rank 2 returned after 1 report ") as info:
+        behind.add(r(1, 1))
+    assert info.value.rank == 2

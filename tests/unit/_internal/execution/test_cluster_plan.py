@@ -62,8 +62,58 @@ def test_workers_that_do_not_divide_among_the_processes_fail_naming_the_allocati
 
 
 def test_an_elastic_size_cannot_follow_a_fixed_allocation():
-    with pytest.raises(ValueError, match=r"is elastic, but SLURM srun's allocation .* is fixed"):
+    with pytest.raises(ValueError) as raised:
         plan_of(DRIVER, num_workers=(2, 4))
+    assert str(raised.value) == (
+        "ScalingConfig(num_workers=(2, 4)) is elastic, but SLURM srun's allocation (2 nodes x "
+        "2 process(es) (2 CPUs per node)) is fixed. HINT: give num_workers=4 (or a multiple) "
+        "as one number, or launch with torchrun --nnodes=MIN:MAX --rdzv-backend=c10d, whose "
+        "rendezvous may change the allocation"
+    )
+    static = TORCHRUN | {"RANK": "1"}  # --node-rank: torchrun's static rendezvous is fixed too
+    with pytest.raises(ValueError, match=r"is elastic, but torchrun's allocation .* is fixed"):
+        plan_of(static, num_workers=(2, 4))
+
+
+ELASTIC = TORCHRUN | {"TORCHELASTIC_RUN_ID": "job7", "RANK": "1", "LOCAL_RANK": "1",
+                      "GROUP_RANK": "0"}  # fmt: skip
+
+
+def rendezvous(nodes, per_node):
+    """A process of torchrun --nnodes=MIN:MAX after a rendezvous of ``nodes`` nodes."""
+    world = {"GROUP_WORLD_SIZE": str(nodes), "LOCAL_WORLD_SIZE": str(per_node)}
+    return ELASTIC | world | {"WORLD_SIZE": str(nodes * per_node)}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "per_node", "size"), [(1, 2, 2), (2, 2, 4), (2, 1, 4), (3, 1, 3)]
+)
+def test_an_elastic_size_under_torchrun_is_the_rendezvouss_world(nodes, per_node, size):
+    """A process per worker: the world; a process per node: as many on each as fit."""
+    plan = plan_of(rendezvous(nodes, per_node), num_workers=(2, 4))
+    assert plan.scaling.num_workers == size and not plan.scaling.elasticity_enabled
+    assert plan.workers_per_process * nodes * per_node == size
+
+
+@pytest.mark.parametrize(("nodes", "per_node", "size"), [(3, 2, 6), (1, 3, 3)])
+def test_a_rendezvous_outside_min_max_is_refused_naming_it(nodes, per_node, size):
+    with pytest.raises(ValueError) as raised:
+        plan_of(rendezvous(nodes, per_node), num_workers=(4, 5))
+    procs = nodes * per_node
+    s = "s" if nodes > 1 else ""
+    assert str(raised.value) == (
+        f"ScalingConfig(num_workers=(4, 5)) does not fit this rendezvous: torchrun started "
+        f"{procs} processes ({nodes} node{s} x {per_node} process(es)), which with one worker "
+        f"per launched process is {size} workers, outside [4, 5]. HINT: give torchrun "
+        "--nnodes=MIN:MAX and --nproc-per-node whose worlds stay within [4, 5], or widen "
+        f"num_workers to ({min(4, size)}, {max(5, size)})"
+    )
+
+
+def test_too_many_nodes_for_max_workers_is_refused():
+    with pytest.raises(ValueError, match=r"with as many on each node as keep the world within 4 "
+                                         r"is 0 workers, outside \[2, 4\]"):  # fmt: skip
+        plan_of(rendezvous(5, 1), num_workers=(2, 4))
 
 
 @pytest.mark.parametrize(

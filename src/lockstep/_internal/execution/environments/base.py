@@ -32,6 +32,9 @@ class Launch:
         gpus_per_node: The GPUs each node has for the job, if said.
         slurm_job: The SLURM job this process runs in, whatever launched it (``mpirun``
             and ``torchrun`` run inside ``sbatch`` too): what SIGUSR1 and requeueing are.
+        resizable: Whether the launcher may start the processes again in another number
+            (torchrun's elastic rendezvous, when a node joins or leaves): what
+            ``num_workers=(min, max)`` follows.
         variables: The variables it was read from, for ``lockstep doctor``.
     """
 
@@ -49,6 +52,7 @@ class Launch:
     cpus_per_node: int | None = None
     gpus_per_node: int | None = None
     slurm_job: str | None = None
+    resizable: bool = False
     variables: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -2,8 +2,12 @@
 
 Every process has ``TORCHELASTIC_RUN_ID``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (its agent's node), ``GROUP_WORLD_SIZE`` (the agents)
-and ``MASTER_ADDR``/``MASTER_PORT`` (the agents' store), and the number of the restart,
-``TORCHELASTIC_RESTART_COUNT``.
+and ``MASTER_ADDR``/``MASTER_PORT`` (the agents' store), the number of the restart,
+``TORCHELASTIC_RESTART_COUNT``, and how many restarts ``--max-restarts`` allows,
+``TORCHELASTIC_MAX_RESTARTS``. torchrun starts every process again, with the new world,
+when a node joins or leaves its elastic rendezvous (``--nnodes=MIN:MAX``) and when one
+fails (counted against ``--max-restarts``): its launches are resizable, unless its
+rendezvous is static (``--node-rank``, run id ``none``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ LAUNCHER = "torchrun"
 VARIABLES = (
     "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -42,6 +47,10 @@ def detect(env: Mapping[str, str]) -> Launch | None:
     size = integer(env, "WORLD_SIZE", LAUNCHER)
     local_size = integer(env, "LOCAL_WORLD_SIZE", LAUNCHER)
     run_id = env["TORCHELASTIC_RUN_ID"]
+    # A static rendezvous (--node-rank) is fixed, and its run id is "none". An elastic
+    # one's agents each count their own restarts (a node that joined later counts
+    # fewer): its launches are told apart by their world instead.
+    static = run_id == "none"
     restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
     master = f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
     return Launch(
@@ -57,6 +66,7 @@ def detect(env: Mapping[str, str]) -> Launch | None:
         node_rank=integer(env, "GROUP_RANK", LAUNCHER),
         # a static rendezvous's run id is "none": the store's address tells jobs apart
         job_id=f"torchrun-{run_id}" if run_id != "none" else None,
-        launch_id=f"torchrun-{run_id}-{master}-{restart}",
+        launch_id=f"torchrun-{run_id}-{master}-{restart if static else f'w{size}'}",
+        resizable=not static,
         variables=read(env, *VARIABLES),
     )

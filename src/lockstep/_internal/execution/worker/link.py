@@ -23,7 +23,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from lockstep._internal.execution.messages import FrameReader
+from lockstep._internal.execution.messages import FrameReader, send_frame
 
 
 class DriverLostError(RuntimeError):
@@ -91,7 +91,7 @@ class DriverLink:
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         with self._send_lock:
             try:
-                self._conn.send_bytes(data)
+                send_frame(self._conn, data)
             except OSError as exc:
                 raise DriverLostError(f"the driver went away: {exc}") from exc
 

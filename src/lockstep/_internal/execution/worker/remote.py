@@ -3,7 +3,9 @@
 Run as ``python -m lockstep._internal.execution.worker.remote HOST PORT RANK PARENT_PID``
 with the run's key, in hex, as the first line of its standard input (a command line is
 readable by every user of the node). It connects to the driver at HOST:PORT, proves it
-holds the key, says its rank and then runs as any worker.
+holds the key, says its rank and then runs as any worker. Where the node's process may
+fork (as a local run's driver does), its fork server forks the worker instead, which then
+does the same (``run_connected``) with nothing to import again.
 
 A scheduler's SIGTERM (``scancel``, a time limit) reaches every process of the job, this
 one too: it is the driver's to act on (commit the next report's checkpoint, then stop the
@@ -30,9 +32,16 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def main() -> None:
     host, port, rank, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     key = bytes.fromhex(sys.stdin.readline().strip())
+    run_connected((host, port), key, rank, parent)
+
+
+def run_connected(address: tuple[str, int], key: bytes, rank: int, parent: int) -> None:
+    """Connect to the driver at ``address``, prove it with the run's ``key``, say this is
+    worker ``rank`` and run as it; exits the process when done. ``parent`` is the process
+    this one dies with (its node's agent, or the fork server that forked it)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     worker_main.die_with_parent(parent)
-    conn = Client((host, port), authkey=key)
+    conn = Client(address, authkey=key)
     conn.send(rank)
     try:
         # read by a thread of its own: the driver's Stop must be seen while the function

@@ -20,7 +20,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import pickle
-import selectors
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -47,10 +46,12 @@ from lockstep._internal.execution.messages import (
     StepDone,
     WorkerEvent,
     WorkerStart,
+    send_frame,
 )
 from lockstep._internal.execution.plan import ExecutionPlan, Topology
 from lockstep._internal.execution.worker import phases
 from lockstep._internal.execution.worker_group import stacks
+from lockstep._internal.execution.worker_group.readiness import Key, Readiness
 from lockstep._internal.execution.worker_group.relay import CollectiveRelay
 
 
@@ -144,8 +145,8 @@ class ConnectedWorkerGroup(abc.ABC):
         self._relay = CollectiveRelay(0)
         # Kept across polls (report() is a round trip through here): rebuilt only when a
         # worker finishes, so each poll is one system call.
-        self._selector: selectors.BaseSelector | None = None
-        self._selector_done: frozenset[int] = frozenset()
+        self._selector: Readiness | None = None
+        self._selector_done = 0  # how many workers had finished when it was made
         self._backend: Backend | None = None  # its driver side runs while the group does
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
@@ -239,20 +240,19 @@ class ConnectedWorkerGroup(abc.ABC):
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
         selector = self._waiting()
-        if not selector.get_map():
+        if not selector:
             return events
-        self._take_ready(selector.select(timeout), events)
+        self._take_ready(selector.ready(timeout), events)
         if events:
             # What came meanwhile (another rank's report of the same step, often): one
             # look more, so that a step's reports are taken in one poll.
-            self._take_ready(self._waiting().select(0), events)
+            self._take_ready(self._waiting().ready(0), events)
         if any(isinstance(e, Failed) for e in events):
             self._take_everything_sent(events)
         return events
 
-    def _take_ready(self, ready: list[tuple[Any, int]], events: list[WorkerEvent]) -> None:
-        for key, _ in ready:
-            kind, rank = key.data
+    def _take_ready(self, ready: list[Key], events: list[WorkerEvent]) -> None:
+        for kind, rank in ready:
             if rank in self._done:
                 continue
             if kind == "end":
@@ -264,21 +264,22 @@ class ConnectedWorkerGroup(abc.ABC):
         """A worker ended: before the controller acts on it, take what every other worker
         has sent already (a report that completes a step, say), so nothing is lost."""
         for rank in list(self._conns):
-            self._receive(rank, events)
+            self._receive(rank, events, to_the_end=True)
 
-    def _waiting(self) -> selectors.BaseSelector:
-        """The selector over every unfinished worker's connection and end-of-process fd."""
-        if self._selector is not None and self._selector_done == self._done:
+    def _waiting(self) -> Readiness:
+        """The readiness of every unfinished worker's connection and end-of-process fd."""
+        # (the finished ranks only grow within an attempt: their count says whether they did)
+        if self._selector is not None and self._selector_done == len(self._done):
             return self._selector
         self._close_selector()
-        selector = selectors.DefaultSelector()
+        selector = Readiness()
         for rank, conn in self._conns.items():
             if rank not in self._done:
-                selector.register(conn, selectors.EVENT_READ, ("conn", rank))
+                selector.add(conn, ("conn", rank))
         for waitable, rank in self._exit_waitables().items():
             if rank not in self._done:
-                selector.register(waitable, selectors.EVENT_READ, ("end", rank))
-        self._selector, self._selector_done = selector, frozenset(self._done)
+                selector.add(waitable, ("end", rank))
+        self._selector, self._selector_done = selector, len(self._done)
         return selector
 
     def _close_selector(self) -> None:
@@ -320,7 +321,7 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank, conn in self._conns.items():
             if rank not in self._done:
                 try:
-                    conn.send_bytes(data)
+                    send_frame(conn, data)
                 except OSError:
                     pass  # that worker is gone; its end shows up as a lost connection
 
@@ -349,8 +350,9 @@ class ConnectedWorkerGroup(abc.ABC):
         worker ends, by rank: seen even while a child of the worker holds its connection."""
         return {}
 
-    def _receive(self, rank: int, events: list[WorkerEvent]) -> None:
-        """Take everything the worker has sent so far (not just one message per wait)."""
+    def _receive(self, rank: int, events: list[WorkerEvent], *, to_the_end: bool = False) -> None:
+        """Take everything the worker has sent so far (not just one message per wait);
+        ``to_the_end``: its end too, when it closed the connection after its last one."""
         reader = self._reader(rank)
         try:
             while rank not in self._done and reader is not None:
@@ -358,6 +360,8 @@ class ConnectedWorkerGroup(abc.ABC):
                 if not messages:
                     return
                 self._dispatch_all(rank, messages, events)
+                if reader.drained and not to_the_end:
+                    return  # a short read took all there was (an end after it: next poll)
         except (EOFError, OSError):
             self._mark_lost(rank, events)
 
@@ -387,7 +391,7 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def _drain(self, rank: int, events: list[WorkerEvent]) -> None:
         """The worker's process ended: take what it sent before, then record its end."""
-        self._receive(rank, events)
+        self._receive(rank, events, to_the_end=True)
         self._mark_lost(rank, events)  # (a no-op when it returned or failed)
 
     def _mark_lost(self, rank: int, events: list[WorkerEvent]) -> None:

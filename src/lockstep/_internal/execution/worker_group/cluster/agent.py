@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 
 from lockstep._internal.execution.environments.base import without_launch_variables
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group import stacks as stack_files
 from lockstep._internal.execution.worker_group.cluster.messages import WorkerExited, WorkerLaunch
 from lockstep._internal.execution.worker_group.output import OutputPump
@@ -26,11 +27,13 @@ _OUTPUT_WAIT_S = 0.5  # at most, for an ended worker's last output to be read
 
 
 class NodeAgent:
-    """Starts, watches and stops this process's workers."""
+    """Starts, watches and stops this process's workers: forked from this process's fork
+    server when ``fork`` (and a fork is safe here), else started fresh."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fork: bool = False) -> None:
         self.host = socket.gethostname()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._fork = fork
+        self._procs: dict[int, forkserver.WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
 
@@ -49,26 +52,16 @@ class NodeAgent:
         env.update(worker.env)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        host, port = address
-        argv = [sys.executable, "-m", REMOTE_WORKER, host, str(port), str(worker.rank)]
+        server = forkserver.get(worker.threads) if self._fork else None
+        proc: forkserver.WorkerProcess
         try:
-            proc = subprocess.Popen(
-                [*argv, str(os.getpid())],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,  # a terminal's Ctrl-C is the driver's to act on
-            )
+            if server is not None:
+                proc = _fork(server, address, key, worker, env, (out_w, err_w))
+            else:
+                proc = _start_fresh(address, key, worker, env, (out_w, err_w))
         finally:
             os.close(out_w)
             os.close(err_w)
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(key.hex().encode() + b"\n")
-            proc.stdin.close()
-        except OSError:
-            pass  # it died at once: its exit says why
         self._procs[worker.rank] = proc
         self._pidfds[worker.rank] = os.pidfd_open(proc.pid)
         self._pump.add(
@@ -131,6 +124,49 @@ class NodeAgent:
         if self._pump is not None:
             self._pump.join()
             self._pump = None
+
+
+def _fork(
+    server: forkserver.ForkServer,
+    address: tuple[str, int],
+    key: bytes,
+    worker: WorkerLaunch,
+    env: dict[str, str],
+    output: tuple[int, int],
+) -> forkserver.ForkedWorker:
+    """A worker forked from the fork server; it connects to the driver itself (the key
+    goes to the server over their private socket)."""
+    to = forkserver.RemoteWorker(address=address, key=key, rank=worker.rank)
+    request = forkserver.SpawnRequest(env=env, num_threads=worker.threads, remote=to)
+    return forkserver.ForkedWorker(server, server.spawn(request, list(output)))
+
+
+def _start_fresh(
+    address: tuple[str, int],
+    key: bytes,
+    worker: WorkerLaunch,
+    env: dict[str, str],
+    output: tuple[int, int],
+) -> subprocess.Popen[bytes]:
+    """A worker started from scratch; it connects to the driver itself, with the key
+    given on its standard input (a command line is readable by every user of the node)."""
+    host, port = address
+    argv = [sys.executable, "-m", REMOTE_WORKER, host, str(port), str(worker.rank)]
+    proc = subprocess.Popen(
+        [*argv, str(os.getpid())],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=output[0],
+        stderr=output[1],
+        start_new_session=True,  # a terminal's Ctrl-C is the driver's to act on
+    )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(key.hex().encode() + b"\n")
+        proc.stdin.close()
+    except OSError:
+        pass  # it died at once: its exit says why
+    return proc
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

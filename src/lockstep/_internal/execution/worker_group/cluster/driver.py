@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from lockstep._core import flags, storage
-from lockstep._internal.execution.plan import ExecutionPlan, Member
+from lockstep._internal.execution.plan import ExecutionPlan, Launcher, Member
 from lockstep._internal.execution.worker_group.cluster.agent import NodeAgent
 from lockstep._internal.execution.worker_group.cluster.messages import (
     EndRun,
@@ -51,9 +51,12 @@ class DriverSession:
         self.plan = plan
         self.launch = plan.launch
         self.key = secrets.token_bytes(32)
-        self.agent = NodeAgent()
+        self.agent = NodeAgent(fork=plan.node_workers is Launcher.FORK_SERVER)
         self.members: list[Member] = []
         self.on_signal: Callable[[str], None] = lambda reason: None
+        # a launched process gone (with its node?) where the launcher starts the run
+        # again without it (torchrun's elastic rendezvous): the run stops, to go on there
+        self.on_member_lost: Callable[[str], None] | None = None
         self._root = storage_root
         self._conns: dict[int, Connection] = {}
         self._replies: dict[int, queue.Queue[Any]] = {}
@@ -133,17 +136,30 @@ class DriverSession:
             else:
                 self._replies[process_rank].put(message)
                 if message is None:
-                    with self._changed:
-                        host = next(m.host for m in self.members if m.process_rank == process_rank)
-                        self._gone[process_rank] = host
-                        self._changed.notify_all()
+                    self._member_gone(process_rank)
                     return
 
-    def exit_of(self, rank: int, timeout: float) -> WorkerExited | None:
-        """How worker ``rank`` ended, waiting up to ``timeout`` for its member to say."""
+    def _member_gone(self, process_rank: int) -> None:
+        host = next(m.host for m in self.members if m.process_rank == process_rank)
+        if self.on_member_lost is not None:
+            # before it is seen gone: its workers' failures are the stop's doing
+            self.on_member_lost(
+                f"launched process {process_rank} on {host} was lost (its node left the "
+                f"{self.launch.launcher} rendezvous); the launcher starts the run again "
+                "without it, from the latest checkpoint"
+            )
+        with self._changed:
+            self._gone[process_rank] = host
+            self._changed.notify_all()
+
+    def exit_of(self, rank: int, process_rank: int, timeout: float) -> WorkerExited | None:
+        """How worker ``rank`` ended, waiting up to ``timeout`` for its member (launched
+        process ``process_rank``) to say; None at once when the member is gone too."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while rank not in self._exits and (left := deadline - time.monotonic()) > 0:
+            while rank not in self._exits and process_rank not in self._gone:
+                if (left := deadline - time.monotonic()) <= 0:
+                    break
                 self._changed.wait(left)
             return self._exits.get(rank)
 
@@ -189,6 +205,7 @@ class DriverSession:
 
     def end(self, exit_code: int) -> None:
         """The run is over: every member exits with ``exit_code``."""
+        self.on_member_lost = None  # they leave now
         self.agent.close()
         for process_rank, conn in self._conns.items():
             self.send(process_rank, EndRun(exit_code))

@@ -111,7 +111,9 @@ class ClusterWorkerGroup(ConnectedWorkerGroup):
     def _end_of(self, rank: int) -> WorkerExited | None:
         if rank in self._session.agent.exit_fds():
             return self._session.agent.reap(rank, _EXIT_WAIT_S)
-        return self._session.exit_of(rank, _EXIT_WAIT_S)
+        assert self._topology is not None
+        process_rank = self._topology.placements[rank].process_rank
+        return self._session.exit_of(rank, process_rank, _EXIT_WAIT_S)
 
     @staticmethod
     def _failure(end: WorkerExited) -> WorkerFailure:

@@ -21,7 +21,7 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
 
 from lockstep._core import flags, storage
-from lockstep._internal.execution.plan import ExecutionPlan
+from lockstep._internal.execution.plan import ExecutionPlan, Launcher
 from lockstep._internal.execution.worker_group.cluster.agent import NodeAgent
 from lockstep._internal.execution.worker_group.cluster.driver import join_file
 from lockstep._internal.execution.worker_group.cluster.messages import (
@@ -49,7 +49,7 @@ class MemberError(RuntimeError):
 def serve(plan: ExecutionPlan, storage_root: storage.StorageDir) -> int:
     """Join the run of ``plan`` and serve this process's workers until it ends; return
     the exit status the run's outcome gives."""
-    agent = NodeAgent()
+    agent = NodeAgent(fork=plan.node_workers is Launcher.FORK_SERVER)
     # Until it has joined, a signal ends this process as usual: there is nothing to drain.
     conn, key = join(plan, storage_root, agent.host)
     wake_r, wake_w = os.pipe()

@@ -15,25 +15,27 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Protocol
 
 from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
 from lockstep._internal.execution.plan import ExecutionPlan, Launcher, RankPlacement
+from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
     WorkerGroupSpec,
     lost_connection,
 )
 from lockstep._internal.execution.worker_group.output import OutputPump
-from lockstep._internal.execution.worker_group.process import forkserver, shared_tables
+from lockstep._internal.execution.worker_group.process import shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
+SPAWN_BATCH = 32  # workers asked of the fork server at once
 OUTPUT_WAIT_S = 0.5  # at most, for a failed worker's last output to be read
 
 
@@ -43,7 +45,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
 
     def __init__(self, plan: ExecutionPlan) -> None:
         super().__init__(plan)
-        self._procs: dict[int, WorkerProcess] = {}
+        self._procs: dict[int, forkserver.WorkerProcess] = {}
         self._pidfds: dict[int, int] = {}
         self._pump: OutputPump | None = None
         self._memory: MemoryWatch | None = None
@@ -55,9 +57,12 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pump = OutputPump()
         self._memory = MemoryWatch()
         conns: dict[int, Connection] = {}
+        ranks = list(starts)
         try:
-            for rank, start in starts.items():
-                conns[rank] = self._spawn(rank, spec, start.context)
+            # in batches: each holds both ends of its descriptors until its workers start
+            for at in range(0, len(ranks), SPAWN_BATCH):
+                batch = {rank: starts[rank].context for rank in ranks[at : at + SPAWN_BATCH]}
+                conns.update(self._spawn_all(spec, batch))
         except BaseException:
             for conn in conns.values():
                 conn.close()
@@ -79,30 +84,46 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._send_starts(conns, starts)
         return conns
 
-    def _spawn(self, rank: int, spec: WorkerGroupSpec, context: TrainContext) -> Connection:
-        assert self._pump is not None and self._topology is not None
-        ours, theirs = socket.socketpair()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+    def _spawn_all(
+        self, spec: WorkerGroupSpec, contexts: dict[int, TrainContext]
+    ) -> dict[int, Connection]:
+        """A process per rank, each with a socket to the driver and its stdout and stderr
+        piped to the output pump; forked ones are asked of the fork server all at once."""
+        assert self._pump is not None
+        ends = {rank: _WorkerEnds() for rank in contexts}
         num_threads = max(1, int(self._plan.num_cpus_per_worker))
+        try:
+            starts = [
+                (ends[rank].theirs(), self._env(rank, spec, context, num_threads))
+                for rank, context in contexts.items()
+            ]
+            fork = self._plan.launcher is Launcher.FORK_SERVER
+            for rank, proc in zip(
+                contexts, _start_all(starts, num_threads, fork=fork), strict=True
+            ):
+                self._procs[rank] = proc  # stopped by the caller if a later one fails
+        except BaseException:
+            for end in ends.values():
+                end.close_ours()
+            raise
+        finally:
+            for end in ends.values():
+                end.close_theirs()
+        conns: dict[int, Connection] = {}
+        for rank in contexts:
+            conns[rank] = ends[rank].adopt(rank, self._pump)
+            if hasattr(os, "pidfd_open"):
+                # Seen as soon as the process ends, even if a child it forked holds the socket.
+                self._pidfds[rank] = os.pidfd_open(self._procs[rank].pid)
+        return conns
+
+    def _env(
+        self, rank: int, spec: WorkerGroupSpec, context: TrainContext, num_threads: int
+    ) -> dict[str, str]:
+        assert self._topology is not None
         env = worker_env(self._topology.placements[rank], num_threads)
         env.update(spec.backend.worker_env(context))
-        fork = self._plan.launcher is Launcher.FORK_SERVER
-        try:
-            proc = _start(theirs.fileno(), out_w, err_w, env, num_threads, fork=fork)
-        finally:
-            theirs.close()
-            os.close(out_w)
-            os.close(err_w)
-        self._procs[rank] = proc
-        self._pump.add(
-            rank, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
-        )
-        if hasattr(os, "pidfd_open"):
-            # Seen as soon as the process ends, even if a child it forked holds the socket.
-            fd = os.pidfd_open(proc.pid)
-            self._pidfds[rank] = fd
-        return Connection(ours.detach())
+        return env
 
     def _send_start(self, conn: Connection, start: WorkerStart) -> None:
         try:
@@ -197,7 +218,7 @@ def worker_env(placement: RankPlacement, num_threads: int) -> dict[str, str]:
     return env
 
 
-def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:
+def _wait_all(procs: list[forkserver.WorkerProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for proc in procs:
         try:
@@ -206,21 +227,11 @@ def _wait_all(procs: list[WorkerProcess], timeout: float) -> None:
             pass
 
 
-def _signal_group(proc: WorkerProcess, sig: signal.Signals) -> None:
+def _signal_group(proc: forkserver.WorkerProcess, sig: signal.Signals) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class WorkerProcess(Protocol):
-    """What the group needs of a worker process; subprocess.Popen is one."""
-
-    pid: int
-
-    def poll(self) -> int | None: ...
-
-    def wait(self, timeout: float | None = None) -> int: ...
 
 
 def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure:
@@ -234,47 +245,53 @@ def helper_failure(rank: int, pid: int | None, died: Exception) -> WorkerFailure
     )
 
 
-class ForkedWorker:
-    """A worker forked by the fork server; its exit code comes from the server.
+class _WorkerEnds:
+    """A worker's socket to the driver and its output pipes, both ends of each, until the
+    worker holds its ends."""
 
-    If the server dies, so do its workers (their parent-death signal is SIGKILL): the
-    exit code is then SIGKILL's, and ``server_died`` says what happened.
-    """
+    def __init__(self) -> None:
+        self.ours, self._theirs = socket.socketpair()
+        self.out_r, self._out_w = os.pipe()
+        self.err_r, self._err_w = os.pipe()
 
-    def __init__(self, server: forkserver.ForkServer, pid: int) -> None:
-        self._server = server
-        self.pid = pid
-        self.returncode: int | None = None
-        self.server_died: forkserver.ServerDied | None = None
+    def theirs(self) -> list[int]:
+        """The worker's descriptors: (connection, stdout, stderr)."""
+        return [self._theirs.fileno(), self._out_w, self._err_w]
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._exit_code(0.0)
-        return self.returncode
+    def close_theirs(self) -> None:
+        self._theirs.close()
+        for fd in (self._out_w, self._err_w):
+            os.close(fd)
 
-    def _exit_code(self, timeout: float) -> int | None:
-        try:
-            return self._server.exit_code(self.pid, timeout)
-        except forkserver.ServerDied as died:
-            self.server_died = died
-            return -signal.SIGKILL
+    def close_ours(self) -> None:
+        self.ours.close()
+        for fd in (self.out_r, self.err_r):
+            os.close(fd)
 
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            self.returncode = self._exit_code(1e9 if timeout is None else timeout)
-        if self.returncode is None:
-            assert timeout is not None
-            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
-        return self.returncode
+    def adopt(self, rank: int, pump: OutputPump) -> Connection:
+        pump.add(
+            rank, os.fdopen(self.out_r, "rb", buffering=0), os.fdopen(self.err_r, "rb", buffering=0)
+        )
+        return Connection(self.ours.detach())
 
 
-def _start(
-    conn_fd: int, out_fd: int, err_fd: int, env: dict[str, str], threads: int, *, fork: bool
-) -> WorkerProcess:
+def _start_all(
+    starts: list[tuple[list[int], dict[str, str]]], threads: int, *, fork: bool
+) -> Iterator[forkserver.WorkerProcess]:
+    """A process per (descriptors, environment), each as it starts; forked ones are asked
+    of the fork server in one go, so that it forks them one after another."""
     server = forkserver.get(threads) if fork else None
     if server is not None:
-        request = forkserver.SpawnRequest(env=env, num_threads=threads)
-        return ForkedWorker(server, server.spawn(request, [conn_fd, out_fd, err_fd]))
+        requests = [
+            (forkserver.SpawnRequest(env=env, num_threads=threads), fds) for fds, env in starts
+        ]
+        yield from (forkserver.ForkedWorker(server, pid) for pid in server.spawn_all(requests))
+    else:
+        yield from (_popen(fds, env) for fds, env in starts)
+
+
+def _popen(fds: list[int], env: dict[str, str]) -> forkserver.WorkerProcess:
+    conn_fd, out_fd, err_fd = fds
     return subprocess.Popen(
         [sys.executable, "-m", WORKER_MODULE, str(conn_fd), str(os.getpid())],
         pass_fds=(conn_fd,),

@@ -21,16 +21,19 @@ import pickle
 import select
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from lockstep._internal.execution.worker_group.process import fork_safety
+from lockstep._internal.execution.worker_group import fork_safety
 
 logger = logging.getLogger(__name__)
 _MAX_MESSAGE = 1 << 20
+_AHEAD = 16  # fork requests sent before the first of them is answered
 
 
 class ServerDied(RuntimeError):
@@ -55,6 +58,18 @@ class SpawnRequest:
 
     env: dict[str, str]
     num_threads: int
+    # a worker of a run across nodes: it connects to the driver itself (TCP, with the
+    # run's key, as this rank), and the scheduler's SIGTERM is the driver's to act on first
+    remote: RemoteWorker | None = None
+
+
+@dataclass(frozen=True)
+class RemoteWorker:
+    """Where a worker of a run across nodes connects, and as whom."""
+
+    address: tuple[str, int]
+    key: bytes
+    rank: int
 
 
 class ForkServer:
@@ -86,11 +101,27 @@ class ForkServer:
 
     def spawn(self, request: SpawnRequest, fds: list[int]) -> int:
         """Fork a worker that runs with ``fds`` = (connection, stdout, stderr); its pid."""
+        return self.spawn_all([(request, fds)])[0]
+
+    def spawn_all(self, requests: Sequence[tuple[SpawnRequest, list[int]]]) -> list[int]:
+        """Fork a worker per request; their pids, in order. The requests go out while the
+        server forks, so that it forks one after another without waiting for the driver to
+        ask again; at most ``_AHEAD`` wait unanswered, so that neither side's socket buffer
+        fills while the other is sending."""
+        pids: list[int] = []
         with self._lock:
-            socket.send_fds(self._sock, [pickle.dumps(request)], fds)
-            while not self._spawned:
-                self._read()
-            return self._spawned.pop(0)
+            for sent, (request, fds) in enumerate(requests, 1):
+                socket.send_fds(self._sock, [pickle.dumps(request)], fds)
+                while sent - len(pids) > _AHEAD:
+                    pids.append(self._next_spawned())
+            while len(pids) < len(requests):
+                pids.append(self._next_spawned())
+        return pids
+
+    def _next_spawned(self) -> int:
+        while not self._spawned:
+            self._read()
+        return self._spawned.pop(0)
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
         """The worker's exit code (negative: killed by that signal), waiting up to
@@ -144,6 +175,50 @@ class ForkServer:
             self._exits[pid] = code
 
 
+class WorkerProcess(Protocol):
+    """What the group needs of a worker process; subprocess.Popen is one."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class ForkedWorker:
+    """A worker forked by the fork server; its exit code comes from the server.
+
+    If the server dies, so do its workers (their parent-death signal is SIGKILL): the
+    exit code is then SIGKILL's, and ``server_died`` says what happened.
+    """
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self._server = server
+        self.pid = pid
+        self.returncode: int | None = None
+        self.server_died: ServerDied | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._exit_code(0.0)
+        return self.returncode
+
+    def _exit_code(self, timeout: float) -> int | None:
+        try:
+            return self._server.exit_code(self.pid, timeout)
+        except ServerDied as died:
+            self.server_died = died
+            return -signal.SIGKILL
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._exit_code(1e9 if timeout is None else timeout)
+        if self.returncode is None:
+            assert timeout is not None
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        return self.returncode
+
+
 def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
     """The fork server's loop: fork a worker per request, report each one's exit.
 
@@ -156,6 +231,7 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
     # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
     # freeze every inherited object so that the collector never finalizes one here.
     atexit._clear()
+    _import_what_every_worker_imports()
     gc.freeze()
     _release_inherited_fds(keep={0, 1, 2, sock.fileno()})
     wake_r, wake_w = os.pipe()
@@ -175,6 +251,16 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
                 break
     finally:
         os._exit(0)
+
+
+def _import_what_every_worker_imports() -> None:
+    """Import here, once, what each forked worker would import for itself (a few
+    milliseconds each, times the number of workers): the worker's own code, and numpy's
+    random module, which numpy loads on first use and which ``_reseed`` uses."""
+    from lockstep._internal.execution.worker import main, remote  # noqa: F401
+
+    if "numpy" in sys.modules:
+        import numpy.random  # noqa: F401
 
 
 def _fork_worker(sock: socket.socket, server_fds: tuple[int, ...]) -> bool:
@@ -206,8 +292,9 @@ def _report_exits(sock: socket.socket) -> None:
 
 
 def _become_worker(request: SpawnRequest, fds: list[int]) -> None:
-    """In the forked worker: take over its descriptors and run it; never returns."""
-    conn_fd, out_fd, err_fd = fds
+    """In the forked worker: take over its descriptors (connection, unless it connects
+    itself; stdout; stderr) and run it; never returns."""
+    *conn, out_fd, err_fd = fds
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()  # its own process group, so that stopping it stops what it forks
@@ -219,9 +306,14 @@ def _become_worker(request: SpawnRequest, fds: list[int]) -> None:
     os.environ.update(request.env)
     _fresh_stdio()
     _reseed(request.num_threads)
+    if request.remote is not None:
+        from lockstep._internal.execution.worker import remote
+
+        to = request.remote
+        remote.run_connected(to.address, to.key, to.rank, os.getppid())
     from lockstep._internal.execution.worker import main as worker_main
 
-    worker_main.run_process(conn_fd, os.getppid())
+    worker_main.run_process(conn[0], os.getppid())
 
 
 def _fresh_stdio() -> None:

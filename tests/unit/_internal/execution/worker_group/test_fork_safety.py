@@ -13,7 +13,7 @@ import threading
 import pytest
 import torch
 
-from lockstep._internal.execution.worker_group.process import fork_safety
+from lockstep._internal.execution.worker_group import fork_safety
 
 
 def test_cuda_counts_once_torch_says_it_is_initialised(monkeypatch):
