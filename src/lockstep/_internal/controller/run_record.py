@@ -73,6 +73,7 @@ class RunRecord:
         self._first_attempt = state.attempts  # the first this driver starts
         self._fsync_rows = flags.FSYNC_ROWS.get()
         self._time = _TimeFiles(self.run_dir)
+        self._said_figures_failed = False
         if last is not None:
             # Steps logged after the last snapshot (steps without a checkpoint, a crash
             # between them) keep their numbers: rows are numbered 1..N, each once.
@@ -373,8 +374,14 @@ class RunRecord:
 
     def write_ledger_figures(self, values: array.array[float]) -> None:
         """Rewrite ``time.bin`` with the ledger's figures: one ``pwrite`` (locally;
-        elsewhere only :meth:`write_ledger` writes)."""
-        self._time.write_figures(values)
+        elsewhere only :meth:`write_ledger` writes). A disk that will not take them (full)
+        costs a warning, once, not the run: ``time.json`` has the figures at the end."""
+        try:
+            self._time.write_figures(values)
+        except OSError as exc:
+            if not self._said_figures_failed:
+                self._said_figures_failed = True
+                warnings.warn(f"lockstep: could not write {TIME_HOT_FILE}: {exc}", stacklevel=2)
 
     def write_ledger(self, data: Mapping[str, Any]) -> None:
         """Replace ``time.json`` with the whole ledger (when the run's phase changes, at
