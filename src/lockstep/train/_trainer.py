@@ -355,7 +355,10 @@ class DataParallelTrainer:
         if trial is not None and trial.start_from is not None:
             record.start_from(trial.start_from, dict(trial.start_metrics))
         flags.fault_point("run_opened")
-        record.write_params(self._params())
+        # A function trial's are its config, as Ray Tune writes them; a trainer's, its own
+        record.write_params(
+            dict(self._spec.train_loop_config or {}) if self._in_process else self._params()
+        )
         datasets = self._preprocessed_datasets()
         if self.preprocessor is not None:
             record.add_checkpoint_metadata(

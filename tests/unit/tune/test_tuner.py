@@ -42,6 +42,10 @@ def test_a_grid_of_three_values_gives_three_trials_with_the_exact_reported_value
     best = results.get_best_result(metric="loss", mode="min", scope="all")
     assert best.config == {"x": 3}
     assert os.path.isdir(best.path)
+    # each trial's params.json holds its config, as Ray Tune's do
+    for result in results:
+        with open(os.path.join(result.path, "params.json")) as f:
+            assert json.load(f) == result.config
 
 
 def test_scopes_of_the_best_result(tmp_path):
