@@ -76,6 +76,13 @@ def until_stuck(ask, storage: Path) -> dict:  # type: ignore[no-untyped-def]
     raise AssertionError(f"the ranks never showed where they are: {answer}")
 
 
+def ask_while_stuck(ask, storage: Path) -> tuple[dict, dict, str]:  # type: ignore[no-untyped-def]
+    """Once the run is stuck: its status as JSON, with the stacks, and as text."""
+    answer = until_stuck(ask, storage)
+    stacks = json.loads(status(ask, storage, "--json", "--stacks"))
+    return answer, stacks, status(ask, storage)
+
+
 def check_stuck(answer: dict, nodes: list[str]) -> None:
     """Rank 1 named with its pid, node and where it is; rank 0 waiting for it."""
     ranks = answer["ranks"]
@@ -117,9 +124,7 @@ def test_status_of_a_run_on_the_ray_executor(ray_cluster, tmp_path):  # type: ig
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
     try:
-        answer = until_stuck(ask, tmp_path)
-        stacks = json.loads(status(ask, tmp_path, "--json", "--stacks"))
-        text = status(ask, tmp_path)
+        answer, stacks, text = ask_while_stuck(ask, tmp_path)
     finally:
         stop.touch()
         _, err = driver.communicate(timeout=120)
@@ -149,9 +154,7 @@ def test_status_of_a_run_across_two_hosts_from_the_drivers_host(hosts, tmp_path)
         return hosts.run("node1", argv, timeout=60, check=False)
 
     try:
-        answer = until_stuck(ask, tmp_path)
-        stacks = json.loads(status(ask, tmp_path, "--json", "--stacks"))
-        text = status(ask, tmp_path)
+        answer, stacks, text = ask_while_stuck(ask, tmp_path)
     finally:
         stop.touch()
         outputs = finish(started, timeout=120)
