@@ -1,9 +1,11 @@
 """A launched process's workers: started, watched and stopped on its node.
 
 Every process of a cluster run has one agent, the driver too (for the workers on its own
-node). A worker is a fresh ``python -m lockstep._internal.execution.worker.remote``: it
-connects to the driver itself. Its output goes to this process's output, a line at a time
-with its rank in front, as the scheduler collects it (SLURM's output file, a pod's log).
+node). A worker is forked from this process's fork server, as a local run's are (nothing to
+import again), or where that is not safe a fresh ``python -m
+lockstep._internal.execution.worker.remote``; either way it connects to the driver itself.
+Its output goes to this process's output, a line at a time with its rank in front, as the
+scheduler collects it (SLURM's output file, a pod's log).
 """
 
 from __future__ import annotations
