@@ -302,7 +302,9 @@ class DataParallelTrainer:
         if preprocessor is not None:
             self.preprocessor = _check_preprocessor(preprocessor, self.datasets)
             self._spec = replace(self._spec, preprocessor=preprocessor)
-        start_early(self._plan)  # before a cluster run opens its storage: see fork_safety
+        # a cluster run opens its storage before its controller (which does this too, for
+        # every other way a run starts): the fork server first, see fork_safety
+        start_early(self._plan)
         return run.fit(
             self._plan,
             lambda: _storage_root(self.run_config),
