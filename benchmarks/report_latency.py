@@ -165,7 +165,7 @@ def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) ->
     off, on = [], []
     for _ in range(repeats):
         off.append(percentile(run_reports(reports)[0], 50) * 1e3)
-        on.append(percentile(run_reports(reports, hang_timeout_s)[0], 50) * 1e3)
+        on.append(percentile(run_reports(reports, hang_timeout_s=hang_timeout_s)[0], 50) * 1e3)
     for name, runs in (("off", off), ("on: ", on)):
         listed = ", ".join(f"{x:.4f}" for x in runs)
         print(f"hang detection {name} p50 {statistics.median(runs):.4f} ms (runs: {listed})")
