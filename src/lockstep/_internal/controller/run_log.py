@@ -117,11 +117,13 @@ class RunLog:
             return
         if self._json is None:
             self._open_files()  # appending after close(): the files hold every row
+        fd = self._json
+        assert fd is not None
         self._rows[-1] = row
-        write_all(self._json, line.encode())
+        write_all(fd, line.encode())
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
-            os.fsync(self._json)
+            os.fsync(fd)
         self._behind.append(row)
 
     @property
