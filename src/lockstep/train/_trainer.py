@@ -17,12 +17,14 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
+from lockstep._core.context import TrainContext
 from lockstep._core.errors import RunNotFoundError, TrainingInterrupted, UsageKeyError
 from lockstep._core.result import Result
 from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
+from lockstep._internal.controller.function_trial import FunctionTrialRun
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
@@ -316,7 +318,11 @@ class DataParallelTrainer:
         """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
         link listens to the run; a scheduler's stop ends it finished, its pause ends it
         restorable (``"paused"``); a failure the run's FailureConfig did not absorb raises."""
-        controller = self._controller(trial, started_at=time.monotonic())
+        started = time.monotonic()
+        if self._in_process and self.run_config.failure_config.hang_timeout_s is None:
+            ending, light_result = self._function_run(trial, started).run()
+            return TrialOutcome("paused" if ending == "paused" else "done", light_result)
+        controller = self._controller(trial, started_at=started)
         try:
             result = controller.run()
         except TrainingInterrupted:
@@ -325,23 +331,39 @@ class DataParallelTrainer:
             raise
         return TrialOutcome("done", result)
 
-    def _controller(
-        self,
-        trial: TrialRun | None = None,
-        session: DriverSession | None = None,
-        *,
-        started_at: float | None = None,
-    ) -> TrainController:
-        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``; of
-        a cluster run, on the launched processes of ``session``) that began at
-        ``started_at`` (``time.monotonic()``; now by default)."""
+    def _function_run(self, trial: TrialRun, started_at: float) -> FunctionTrialRun:
+        """A Tune function trial's run without a controller: the function in the trial's
+        thread (see ``function_trial``). A run that asks for a hang watchdog is a Train
+        run of its own (:meth:`_controller`), which has one."""
         setup = self._worker_setup()
-        takes_config = _check_train_function(setup.train_loop, setup.config)
-        train_fn: bytes | LocalFunction
-        if self._in_process:
-            train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
-        else:
-            train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
+        record, run_dir = self._open_record(trial)
+        context = TrainContext(
+            world_rank=0,
+            world_size=1,
+            local_rank=0,
+            local_world_size=1,
+            node_rank=0,
+            experiment_name=self.run_config.name or "",
+            run_path=run_dir.uri,
+            metadata=dict(self.metadata),
+            **trial.context_fields(),
+        )
+        return FunctionTrialRun(
+            setup.train_loop,
+            dict(setup.config or {}),
+            _check_train_function(setup.train_loop, setup.config),
+            record=record,
+            context=context,
+            failure_policy=FailurePolicy(self.run_config.failure_config),
+            score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
+            listeners=[trial.listener] if trial.listener else [],
+            callbacks=self.run_config.callbacks,
+            started_at=started_at,
+        )
+
+    def _open_record(self, trial: TrialRun | None) -> tuple[RunRecord, storage.StorageDir]:
+        """The run's directory and record, opened: started from a PBT donor's checkpoint
+        where ``trial`` says so, its params written."""
         start_early(self._plan)  # before the storage is opened: see fork_safety
         run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
@@ -361,6 +383,26 @@ class DataParallelTrainer:
         record.write_params(
             dict(self._spec.train_loop_config or {}) if self._in_process else self._params()
         )
+        return record, run_dir
+
+    def _controller(
+        self,
+        trial: TrialRun | None = None,
+        session: DriverSession | None = None,
+        *,
+        started_at: float | None = None,
+    ) -> TrainController:
+        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``; of
+        a cluster run, on the launched processes of ``session``) that began at
+        ``started_at`` (``time.monotonic()``; now by default)."""
+        setup = self._worker_setup()
+        takes_config = _check_train_function(setup.train_loop, setup.config)
+        train_fn: bytes | LocalFunction
+        if self._in_process:
+            train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
+        else:
+            train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
+        record, run_dir = self._open_record(trial)
         datasets = self._preprocessed_datasets()
         if self.preprocessor is not None:
             record.add_checkpoint_metadata(

@@ -243,7 +243,7 @@ class WorkerSession:
     ) -> dict[str, Any]:
         """Get the files on their way to storage; the Report fields that say how."""
         if upload_fn is not None:
-            name = dir_name or _default_dir_name(
+            name = dir_name or default_dir_name(
                 staging_dir_name(step, root=self._start.staging_dir)
             )
             persisted = upload_fn(checkpoint, name)
@@ -260,7 +260,7 @@ class WorkerSession:
             return {"upload": "async", "handoff": hand_off(checkpoint.path, move=delete)}
         staged = self._stage(checkpoint, step)
         if delete and checkpoint.is_local:
-            _empty_directory(checkpoint.path)
+            empty_directory(checkpoint.path)
         upload = "async" if mode is CheckpointUploadMode.ASYNC else "sync"
         return {"upload": upload, "staged": staged}
 
@@ -463,11 +463,11 @@ def hand_off(path: str, *, move: bool) -> str:
             pass  # another filesystem, or a directory we may not replace: copy instead
     shutil.copytree(path, target)
     if move:
-        _empty_directory(path)
+        empty_directory(path)
     return target
 
 
-def _empty_directory(path: str) -> None:
+def empty_directory(path: str) -> None:
     """Delete what ``path`` holds, keeping the directory (its owner may still remove it)."""
     for name in os.listdir(path):
         full = os.path.join(path, name)
@@ -481,15 +481,16 @@ _process_session: Session | None = None
 _thread_session = threading.local()
 
 
-def install(session: WorkerSession | None, *, process_wide: bool) -> None:
-    """Make ``session`` the current one (and the sink of its data waits): for the process,
-    or for this thread only."""
+def install(session: Session | None, *, process_wide: bool) -> None:
+    """Make ``session`` the current one (and the sink of its data waits, where it takes
+    them): for the process, or for this thread only."""
     global _process_session
     if process_wide:
         _process_session = session
     else:
         _thread_session.session = session
-    data_wait.install(session, process_wide=process_wide)
+    sink = session if isinstance(session, WorkerSession) else None
+    data_wait.install(sink, process_wide=process_wide)
 
 
 def current() -> Session | None:
@@ -509,6 +510,6 @@ def _tree_size(path: str) -> int:
     return total
 
 
-def _default_dir_name(staged: str) -> str:
+def default_dir_name(staged: str) -> str:
     """A name unique in the run for a checkpoint given none: its attempt's and step's."""
     return posixpath.relpath(staged, STAGING_DIR).replace("/", "_")
