@@ -234,6 +234,55 @@ class DataParallelTrainer:
         trainer._build(spec, in_process=True, plan=plan)
         return trainer
 
+    @classmethod
+    def _run_function_trial(
+        cls,
+        parts: tuple[FunctionTrial, ExecutionPlan],
+        config: dict[str, Any],
+        run_config: RunConfig,
+        trial: TrialRun,
+    ) -> TrialOutcome:
+        """Tune's entry point for a trial of a function trainable (``parts``: see
+        :meth:`_function_trial_parts`): the function runs in the trial's thread, with a
+        session that records its reports (``function_trial``); no trainer, controller or
+        worker. A run that asks for a hang watchdog is a Train run (:meth:`_run_trial`),
+        which has one."""
+        fn, plan = parts
+        if run_config.failure_config.hang_timeout_s is not None:
+            return cls._function_trial(fn, config, run_config, plan)._run_trial(trial)
+        started = time.monotonic()
+        run_config = _named(run_config, plan.launch)
+        _check_checkpoint_frequency(cls, run_config)
+        _check_storage_shared(run_config, plan.executor)
+        run_dir = _open_run_dir(run_config, inline_trial=True)
+        record = RunRecord.open(run_dir, run_config.checkpoint_config, save_at_start=False)
+        if trial.start_from is not None:
+            record.start_from(trial.start_from, dict(trial.start_metrics))
+        flags.fault_point("run_opened")
+        record.write_params(config)  # the trial's config, as Ray Tune writes it
+        context = TrainContext(
+            world_rank=0,
+            world_size=1,
+            local_rank=0,
+            local_world_size=1,
+            node_rank=0,
+            experiment_name=run_config.name or "",
+            run_path=run_dir.uri,
+            **trial.context_fields(),
+        )
+        ending, result = FunctionTrialRun(
+            fn,
+            config,
+            record=record,
+            context=context,
+            failure_policy=FailurePolicy(run_config.failure_config),
+            score_attribute=run_config.checkpoint_config.checkpoint_score_attribute,
+            listeners=[trial.listener] if trial.listener else [],
+            callbacks=run_config.callbacks,
+            started_at=started,
+        ).run()
+        return TrialOutcome("paused" if ending == "paused" else "done", result)
+
     @staticmethod
     def _function_trial_parts(fn: Callable[..., Any]) -> tuple[FunctionTrial, ExecutionPlan]:
         """What every trial of the function trainable ``fn`` shares: ``fn`` wrapped (its
@@ -318,11 +367,7 @@ class DataParallelTrainer:
         """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
         link listens to the run; a scheduler's stop ends it finished, its pause ends it
         restorable (``"paused"``); a failure the run's FailureConfig did not absorb raises."""
-        started = time.monotonic()
-        if self._in_process and self.run_config.failure_config.hang_timeout_s is None:
-            ending, light_result = self._function_run(trial, started).run()
-            return TrialOutcome("paused" if ending == "paused" else "done", light_result)
-        controller = self._controller(trial, started_at=started)
+        controller = self._controller(trial, started_at=time.monotonic())
         try:
             result = controller.run()
         except TrainingInterrupted:
@@ -331,39 +376,23 @@ class DataParallelTrainer:
             raise
         return TrialOutcome("done", result)
 
-    def _function_run(self, trial: TrialRun, started_at: float) -> FunctionTrialRun:
-        """A Tune function trial's run without a controller: the function in the trial's
-        thread (see ``function_trial``). A run that asks for a hang watchdog is a Train
-        run of its own (:meth:`_controller`), which has one."""
+    def _controller(
+        self,
+        trial: TrialRun | None = None,
+        session: DriverSession | None = None,
+        *,
+        started_at: float | None = None,
+    ) -> TrainController:
+        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``; of
+        a cluster run, on the launched processes of ``session``) that began at
+        ``started_at`` (``time.monotonic()``; now by default)."""
         setup = self._worker_setup()
-        record, run_dir = self._open_record(trial)
-        context = TrainContext(
-            world_rank=0,
-            world_size=1,
-            local_rank=0,
-            local_world_size=1,
-            node_rank=0,
-            experiment_name=self.run_config.name or "",
-            run_path=run_dir.uri,
-            metadata=dict(self.metadata),
-            **trial.context_fields(),
-        )
-        return FunctionTrialRun(
-            setup.train_loop,
-            dict(setup.config or {}),
-            _check_train_function(setup.train_loop, setup.config),
-            record=record,
-            context=context,
-            failure_policy=FailurePolicy(self.run_config.failure_config),
-            score_attribute=self.run_config.checkpoint_config.checkpoint_score_attribute,
-            listeners=[trial.listener] if trial.listener else [],
-            callbacks=self.run_config.callbacks,
-            started_at=started_at,
-        )
-
-    def _open_record(self, trial: TrialRun | None) -> tuple[RunRecord, storage.StorageDir]:
-        """The run's directory and record, opened: started from a PBT donor's checkpoint
-        where ``trial`` says so, its params written."""
+        takes_config = _check_train_function(setup.train_loop, setup.config)
+        train_fn: bytes | LocalFunction
+        if self._in_process:
+            train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
+        else:
+            train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
         start_early(self._plan)  # before the storage is opened: see fork_safety
         run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
@@ -383,26 +412,6 @@ class DataParallelTrainer:
         record.write_params(
             dict(self._spec.train_loop_config or {}) if self._in_process else self._params()
         )
-        return record, run_dir
-
-    def _controller(
-        self,
-        trial: TrialRun | None = None,
-        session: DriverSession | None = None,
-        *,
-        started_at: float | None = None,
-    ) -> TrainController:
-        """A controller for one fit() of this trainer (of a Tune trial's run, ``trial``; of
-        a cluster run, on the launched processes of ``session``) that began at
-        ``started_at`` (``time.monotonic()``; now by default)."""
-        setup = self._worker_setup()
-        takes_config = _check_train_function(setup.train_loop, setup.config)
-        train_fn: bytes | LocalFunction
-        if self._in_process:
-            train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
-        else:
-            train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
-        record, run_dir = self._open_record(trial)
         datasets = self._preprocessed_datasets()
         if self.preprocessor is not None:
             record.add_checkpoint_metadata(

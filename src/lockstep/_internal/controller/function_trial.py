@@ -38,7 +38,7 @@ Ending = Literal["finished", "paused", "failed"]
 
 
 class FunctionTrialRun:
-    """Runs ``fn(config)`` (``fn()`` unless ``takes_config``) to its end, attempt after
+    """Runs ``fn(config)`` to its end, attempt after
     attempt as ``failure_policy`` allows; returns how it ended and its Result, or raises
     the run's TrainingFailedError.
 
@@ -54,7 +54,6 @@ class FunctionTrialRun:
         self,
         fn: Callable[..., Any],
         config: dict[str, Any],
-        takes_config: bool,
         *,
         record: RunRecord,
         context: TrainContext,
@@ -64,7 +63,7 @@ class FunctionTrialRun:
         callbacks: Sequence[UserCallback | Callback] = (),
         started_at: float | None = None,
     ) -> None:
-        self._call = (lambda: fn(config)) if takes_config else fn
+        self._fn, self._config = fn, config
         self._record = record
         self._policy = failure_policy
         path = record.run_dir.uri
@@ -110,7 +109,7 @@ class FunctionTrialRun:
         self._ledger.enter(RUNNING)
         session_module.install(self._session, process_wide=False)
         try:
-            self._return_value = self._call()
+            self._return_value = self._fn(self._config)
             return "finished", None
         except TrialStopped as stop:
             return ("paused" if stop.directive is ev.Directive.PAUSE else "finished"), None
