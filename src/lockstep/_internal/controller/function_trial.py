@@ -151,7 +151,8 @@ class FunctionTrialRun:
         ledger.enter(SHUTDOWN)
         ledger.freeze()
         record.close(error, finished=ending == "finished", stopped=ending == "paused")
-        record.write_ledger(ledger.to_json())
+        # No time.json: the figures went out with every result (goodput, time_*_s), and
+        # a trial's directory is read for its rows, checkpoints and state
         if not self._listeners.wants(ev.RunEnded):
             return None
         result = None
