@@ -11,7 +11,6 @@ report (:class:`TrialStopped`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +33,11 @@ from lockstep._internal.execution.worker.report_checks import (
     check_score,
     clean_metrics,
 )
-from lockstep._internal.execution.worker.session import default_dir_name, empty_directory
+from lockstep._internal.execution.worker.session import (
+    default_dir_name,
+    empty_directory,
+    stage_files,
+)
 
 
 class TrialStopped(BaseException):
@@ -167,27 +170,10 @@ class TrialSession:
             return persisted, None
         if mode is CheckpointUploadMode.NO_UPLOAD:
             return checkpoint, None
-        staged = self._stage(checkpoint, step)
+        staged = stage_files(checkpoint, self._record.run_dir, step, 0, self._staging_dir)
         if delete and checkpoint.is_local:
             empty_directory(checkpoint.path)
         return None, staged
-
-    def _stage(self, checkpoint: Checkpoint, step: int) -> str:
-        """Copy the files into the step's staging directory; return that directory."""
-        if checkpoint.is_local and not os.path.isdir(checkpoint.path):
-            raise UsageError(
-                f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
-                "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
-            )
-        run_dir = self._record.run_dir
-        target = storage.staging_dir_name(step, 0, root=self._staging_dir)
-        with checkpoint.as_directory() as local_dir:
-            try:
-                run_dir.upload_dir(local_dir, target)
-            except Exception as exc:  # a full disk, a failing endpoint: say which, and where
-                what = run_dir.child(target).uri
-                raise storage.write_failed(exc, "checkpoint files", what) from exc
-        return storage.staging_dir_name(step, root=self._staging_dir)
 
     def _keep_positions(self, report: Report) -> None:
         """The data loaders' positions go into the checkpoint's metadata (see

@@ -24,7 +24,7 @@ from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
 from lockstep._core.session import Session
-from lockstep._core.storage import STAGING_DIR, staging_dir_name, write_failed
+from lockstep._core.storage import STAGING_DIR, StorageDir, staging_dir_name, write_failed
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
@@ -392,20 +392,10 @@ class WorkerSession:
 
     def _stage(self, checkpoint: Checkpoint, step: int) -> str:
         """Upload the files into this rank's part of the step; return the step's directory."""
-        if checkpoint.is_local and not os.path.isdir(checkpoint.path):
-            raise UsageError(
-                f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
-                "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
-            )
-        root, rank = self._start.staging_dir, self.context.world_rank
-        target = staging_dir_name(step, rank, root=root)
-        with checkpoint.as_directory() as local_dir:
-            try:
-                self._start.run_dir.upload_dir(local_dir, target)
-            except Exception as exc:  # a full disk, a failing endpoint: say which, and where
-                run_dir = self._start.run_dir
-                raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
-        return staging_dir_name(step, root=root)
+        start = self._start
+        return stage_files(
+            checkpoint, start.run_dir, step, self.context.world_rank, start.staging_dir
+        )
 
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives
@@ -443,6 +433,25 @@ class WorkerSession:
             # Raise in the main thread through the process's own SIGTERM handler.
             self.stop_requested = True
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stage_files(
+    checkpoint: Checkpoint, run_dir: StorageDir, step: int, rank: int, root: str
+) -> str:
+    """Upload the checkpoint's files into rank ``rank``'s part of step ``step`` under the
+    staging directory ``root`` of ``run_dir``; return the step's directory."""
+    if checkpoint.is_local and not os.path.isdir(checkpoint.path):
+        raise UsageError(
+            f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
+            "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
+        )
+    target = staging_dir_name(step, rank, root=root)
+    with checkpoint.as_directory() as local_dir:
+        try:
+            run_dir.upload_dir(local_dir, target)
+        except Exception as exc:  # a full disk, a failing endpoint: say which, and where
+            raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
+    return staging_dir_name(step, root=root)
 
 
 def hand_off(path: str, *, move: bool) -> str:
