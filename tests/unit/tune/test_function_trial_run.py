@@ -213,3 +213,32 @@ def test_train_callbacks_hear_a_function_trials_run(tmp_path):
     ).fit()
     assert result.metrics["loss"] == 0.25
     assert heard == ["before", ("report", 0.5), ("report", 0.25), ("after", 0.25)]
+
+
+def test_a_callbacks_exception_ends_the_trial_unretried_through_the_users_except(tmp_path):
+    calls = []
+
+    class Raises(UserCallback):
+        def after_report(self, run, metrics, checkpoint):
+            raise RuntimeError("callback broke")
+
+    def swallows(config):
+        calls.append(1)
+        try:
+            tune.report({"loss": 1.0})
+        except Exception:
+            tune.report({"loss": 2.0})  # never reached: the run's error is not the user's
+
+    (result,) = tune.Tuner(
+        swallows,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            verbose=0,
+            callbacks=[Raises()],
+            failure_config=FailureConfig(max_failures=2),
+        ),
+    ).fit()
+    assert isinstance(result.error, RuntimeError) and "callback broke" in str(result.error)
+    assert calls == [1]
+    with open(os.path.join(result.path, "result.json")) as f:
+        assert [json.loads(line)["loss"] for line in f] == [1.0]

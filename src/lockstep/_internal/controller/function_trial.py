@@ -28,7 +28,12 @@ from lockstep._internal.controller.controller import PAUSED
 from lockstep._internal.controller.failure_policy import FailureDecision, FailurePolicy
 from lockstep._internal.controller.ledger import RECOVERING, RUNNING, SHUTDOWN, Ledger
 from lockstep._internal.controller.run_record import RunRecord
-from lockstep._internal.controller.trial_session import TrialSession, TrialSetup, TrialStopped
+from lockstep._internal.controller.trial_session import (
+    RunSideError,
+    TrialSession,
+    TrialSetup,
+    TrialStopped,
+)
 from lockstep._internal.execution.worker import session as session_module
 from lockstep._internal.execution.worker.main import exception_failure
 
@@ -113,7 +118,11 @@ class FunctionTrialRun:
             return "finished", None
         except TrialStopped as stop:
             return ("paused" if stop.directive is ev.Directive.PAUSE else "finished"), None
-        except Exception as exc:
+        except RunSideError as failed:
+            if failed.failure is None:
+                raise failed.error from None  # the run's own failure: it ends here
+            failure = failed.failure
+        except BaseException as exc:  # SystemExit too: a worker's function fails with it
             failure = exception_failure(0, exc)
         finally:
             session_module.install(None, process_wide=False)

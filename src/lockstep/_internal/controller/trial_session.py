@@ -19,11 +19,12 @@ from lockstep._core import storage
 from lockstep._core.callback import RunContext
 from lockstep._core.checkpoint import DATA_POSITIONS_KEY, Checkpoint
 from lockstep._core.context import TrainContext
-from lockstep._core.errors import UsageError, UsageKeyError
+from lockstep._core.errors import UsageError, UsageKeyError, WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
 from lockstep._core.run_events import Directive, Listeners, ResultClock, StepRecorded
 from lockstep._internal.controller import data_positions
+from lockstep._internal.controller.failures import storage_failure
 from lockstep._internal.controller.ledger import Ledger
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.execution.messages import Report
@@ -47,6 +48,18 @@ class TrialStopped(BaseException):
     def __init__(self, directive: Directive) -> None:
         super().__init__(directive.value)
         self.directive = directive
+
+
+class RunSideError(BaseException):
+    """What failed under ``report()`` was the run's side, not the function: the record could
+    not commit the step's checkpoint (``failure``: storage was retried already, so the run
+    fails, as a Train run does), or a listener raised (``failure`` None: the error ends the
+    run, as an exception in a callback does). A BaseException, so that the user's
+    ``except Exception`` lets it pass on its way to the run."""
+
+    def __init__(self, error: BaseException, failure: WorkerFailure | None = None) -> None:
+        super().__init__(str(error))
+        self.error, self.failure = error, failure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,13 +138,16 @@ class TrialSession:
             )
             persist_s = time.monotonic() - entered
             self._keep_positions(report)
-            committed = self._record.record_step(
-                clean,
-                staged=staged,
-                timestamp=timestamp,
-                persisted=persisted,
-                dir_name=checkpoint_dir_name,
-            )
+            try:
+                committed = self._record.record_step(
+                    clean,
+                    staged=staged,
+                    timestamp=timestamp,
+                    persisted=persisted,
+                    dir_name=checkpoint_dir_name,
+                )
+            except storage.CheckpointWriteError as exc:
+                raise RunSideError(exc, storage_failure(exc)) from exc
             self._latest = committed
         self._num_reports += 1
         self.last_metrics = clean
@@ -212,7 +228,10 @@ class TrialSession:
             clock=ResultClock(float(previous), iteration, restored_total),
             ledger=self._s.ledger.figures,
         )
-        return self._s.listeners.emit(event)
+        try:
+            return self._s.listeners.emit(event)
+        except BaseException as exc:
+            raise RunSideError(exc) from exc
 
     # -- the rest of the session: one rank, no datasets ---------------------------------
 
