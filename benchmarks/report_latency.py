@@ -26,6 +26,7 @@ import os
 import statistics
 import tempfile
 import time
+from typing import NamedTuple
 
 import bench
 
@@ -41,23 +42,25 @@ def timed_reports(config: dict) -> None:
         shuffle = 10_000 if config["shard"] == "shuffled" else None
         shard = train.get_dataset_shard("train")
         batches = iter(shard.iter_batches(batch_size=32, local_shuffle_buffer_size=shuffle))
+    cpu = time.process_time()
     for i in range(config["reports"]):
         if batches is not None:
             next(batches)
         start = time.perf_counter()
         train.report({"step": i, "loss": 1.0 / (i + 1), "lr": 0.001})
         timings.append(time.perf_counter() - start)
-    train.report({"timings": timings})
+    train.report({"timings": timings, "cpu_s": time.process_time() - cpu})
 
 
 def timed_round_trips(conn, n: int) -> None:  # type: ignore[no-untyped-def]
     timings = []
+    cpu = time.process_time()
     for i in range(n):
         start = time.perf_counter()
         conn.send({"step": i, "loss": 1.0 / (i + 1), "lr": 0.001})
         conn.recv()
         timings.append(time.perf_counter() - start)
-    conn.send(timings)
+    conn.send((timings, time.process_time() - cpu))
 
 
 def pipe_round_trips(n: int) -> list[float]:
@@ -67,14 +70,14 @@ def pipe_round_trips(n: int) -> list[float]:
     proc.start()
     for _ in range(n):
         parent.send(parent.recv() is not None)
-    timings: list[float] = parent.recv()
+    timings: list[float] = parent.recv()[0]
     proc.join()
     return timings
 
 
-def bare_barrier(n: int, workers: int = 2) -> list[float]:
+def bare_barrier(n: int, workers: int = 2) -> tuple[list[float], CpuPerStep]:
     """What report() is without lockstep: each worker's round trip, answered once every
-    worker has sent the same step."""
+    worker has sent the same step; and the CPU each side spent per step."""
     ctx = mp.get_context("spawn")
     conns, procs = [], []
     for _ in range(workers):
@@ -82,28 +85,54 @@ def bare_barrier(n: int, workers: int = 2) -> list[float]:
         procs.append(ctx.Process(target=timed_round_trips, args=(child, n)))
         procs[-1].start()
         conns.append(parent)
+    cpu = time.process_time()
     bench.answer_barrier(conns, n)
-    timings = [t for conn in conns for t in conn.recv()]
+    driver_s = time.process_time() - cpu
+    answers = [conn.recv() for conn in conns]
     for proc in procs:
         proc.join()
-    return timings
+    workers_s = [cpu_s for _, cpu_s in answers]
+    return [t for timings, _ in answers for t in timings], CpuPerStep(driver_s, workers_s, n)
 
 
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1]
 
 
+class CpuPerStep(NamedTuple):
+    """The CPU seconds the driver and each worker spent over ``steps`` steps."""
+
+    driver_s: float
+    workers_s: list[float]
+    steps: int
+
+    def describe(self) -> str:
+        driver = self.driver_s / self.steps * 1e6
+        workers = [w / self.steps * 1e6 for w in self.workers_s]
+        total = driver + sum(workers)
+        listed = " + ".join(f"{w:.1f}" for w in workers)
+        return f"driver {driver:.1f} us + workers {listed} us = {total:.1f} us"
+
+
 class LastStep(train.UserCallback):
-    """Keeps every rank's metrics of the last step: each worker's timings."""
+    """Keeps every rank's metrics of the last step (each worker's timings), and the
+    driver's CPU time from the first step to the last."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
 
     def after_report(self, run_context, metrics, checkpoint):  # type: ignore[no-untyped-def]
         self.metrics = metrics
+        self.cpu[1:] = [time.process_time()]
+        if len(self.cpu) == 1:
+            self.cpu.append(self.cpu[0])
 
 
 def run_reports(
     reports: int, shard: str = "none", hang_timeout_s: float | None = None
-) -> tuple[list[float], float]:
-    """Every worker's report() timings, and the whole fit()'s seconds."""
+) -> tuple[list[float], float, CpuPerStep]:
+    """Every worker's report() timings, the whole fit()'s seconds, and the CPU each side
+    spent per step."""
     datasets = {}
     if shard != "none":
         import lockstep.data as ld
@@ -126,7 +155,8 @@ def run_reports(
         start = time.perf_counter()
         trainer.fit()
         wall = time.perf_counter() - start
-    return [t for rank in last.metrics for t in rank["timings"]], wall
+    cpu = CpuPerStep(last.cpu[1] - last.cpu[0], [rank["cpu_s"] for rank in last.metrics], reports)
+    return [t for rank in last.metrics for t in rank["timings"]], wall, cpu
 
 
 def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) -> None:
@@ -135,7 +165,7 @@ def compare_hang_detection(reports: int, hang_timeout_s: float, repeats: int) ->
     off, on = [], []
     for _ in range(repeats):
         off.append(percentile(run_reports(reports)[0], 50) * 1e3)
-        on.append(percentile(run_reports(reports, hang_timeout_s)[0], 50) * 1e3)
+        on.append(percentile(run_reports(reports, hang_timeout_s=hang_timeout_s)[0], 50) * 1e3)
     for name, runs in (("off", off), ("on: ", on)):
         listed = ", ".join(f"{x:.4f}" for x in runs)
         print(f"hang detection {name} p50 {statistics.median(runs):.4f} ms (runs: {listed})")
@@ -200,9 +230,9 @@ def main() -> None:
     if args.hang_timeout_s is not None:
         compare_hang_detection(args.reports, args.hang_timeout_s, args.repeats)
         return
-    ours, wall = run_reports(args.reports, args.shard)
+    ours, wall, our_cpu = run_reports(args.reports, args.shard)
     base = pipe_round_trips(args.reports)
-    barrier = bare_barrier(args.reports)
+    barrier, bare_cpu = bare_barrier(args.reports)
     p50, p99 = percentile(ours, 50) * 1e3, percentile(ours, 99) * 1e3
     b50, b99 = percentile(base, 50) * 1e3, percentile(base, 99) * 1e3
     r50, r99 = percentile(barrier, 50) * 1e3, percentile(barrier, 99) * 1e3
@@ -214,6 +244,10 @@ def main() -> None:
     print(f"whole fit() with 2 x {args.reports} reports: {wall:.3f} s")
     print(f"p50 within 1.5x the bare barrier: {'yes' if p50 <= 1.5 * r50 else 'NO'}")
     print(f"p99 within 3x the bare barrier's p99: {'yes' if p99 <= 3 * r99 else 'NO'}")
+    # Three processes take turns on the machine's cores: where there are fewer than three,
+    # a step cannot take less than the CPU all of them spend on it, shared out.
+    print(f"CPU per step, report(): {our_cpu.describe()}")
+    print(f"CPU per step, bare barrier: {bare_cpu.describe()}")
     ledger = ledger_cost_per_report() * 1e3
     print(
         f"the time ledger's own work per report: {ledger * 1e3:.2f} us, "

@@ -68,6 +68,9 @@ class RunLog:
         self._behind: list[dict[str, Any]] = []  # flat rows progress.csv has not got yet
         self._json: int | None = None  # file descriptors, open while the run appends
         self._csv: int | None = None
+        # Locally, once this log appended to the files, they hold every row and only the
+        # last is kept in memory: a long run's rows would grow the driver without bound.
+        self._rows_on_disk = False
 
     def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Keep only the rows ``keep`` accepts and write both files whole from them.
@@ -76,8 +79,10 @@ class RunLog:
         progress.csv behind result.json, rows still in the journal, rows of checkpoints
         never committed) becomes one consistent record. Returns how many rows were dropped.
         """
-        before = len(self._rows)
-        self._rows = [row for row in self._rows if keep(row)]
+        rows = self._every_row()
+        before = len(rows)
+        self._rows = [row for row in rows if keep(row)]
+        self._rows_on_disk = False
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
         if self._rows or self._run_dir.exists(storage.RESULTS_FILE):
@@ -100,13 +105,19 @@ class RunLog:
         (fsync), which a crash of the machine cannot lose either. Its progress.csv line
         waits for :meth:`catch_up`."""
         line = json.dumps(row) + "\n"  # first: a row JSON cannot write is not kept
-        self._rows.append(row)
         if self._journal is not None:
+            self._rows.append(row)
             self._journal.append(line, sync=sync)
             return
-        if self._json is None:
-            self._rewrite_local(sync=sync)  # the first line: both files
+        if not self._rows_on_disk:
+            self._rows.append(row)
+            self._rewrite_local(sync=sync)  # the first line: both files, from every row
+            self._rows_on_disk = True
+            del self._rows[:-1]
             return
+        if self._json is None:
+            self._open_files()  # appending after close(): the files hold every row
+        self._rows[-1] = row
         write_all(self._json, line.encode())
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
@@ -136,9 +147,10 @@ class RunLog:
         assert self._csv is not None
         os.close(self._csv)
         self._csv = None
-        self._columns = _columns(self._rows)
+        rows = self._every_row()
+        self._columns = _columns(rows)
         self._known = set(self._columns)
-        self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+        self._run_dir.write_atomic(storage.PROGRESS_FILE, _csv_text(rows).encode())
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
     def sync(self) -> None:
@@ -170,11 +182,17 @@ class RunLog:
                 os.close(fd)
         self._json = self._csv = None
 
+    def _every_row(self) -> list[dict[str, Any]]:
+        """Every row: read back from result.json once only the last is kept in memory."""
+        return read_results(self._run_dir) if self._rows_on_disk else self._rows
+
     def _write_whole(self, *, sync: bool = False) -> None:
-        rows = _json_lines(self._rows).encode()
+        rows = self._every_row()
         # result.json is the record (fsync'd when asked); progress.csv is rebuilt from it.
-        self._run_dir.write_atomic(storage.RESULTS_FILE, rows, fsync=sync or None)
-        self._run_dir.write_atomic(storage.PROGRESS_FILE, self._csv_text().encode())
+        self._run_dir.write_atomic(
+            storage.RESULTS_FILE, _json_lines(rows).encode(), fsync=sync or None
+        )
+        self._run_dir.write_atomic(storage.PROGRESS_FILE, _csv_text(rows).encode())
 
     def _rewrite_local(self, *, sync: bool) -> None:
         """Write both files whole (the first line this log appends) and keep them open."""
@@ -186,6 +204,9 @@ class RunLog:
             self._start_files(sync=sync)
             return
         self._write_whole(sync=sync)
+        self._open_files()
+
+    def _open_files(self) -> None:
         # Both stay open for the run: a step costs one write, a batch of csv lines another.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
@@ -200,14 +221,15 @@ class RunLog:
             os.fsync(self._json)
             storage.fsync_dir(self._run_dir.path)  # the new file's name, on the disk too
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
-        write_all(self._csv, self._csv_text().encode())
+        write_all(self._csv, _csv_text(self._rows).encode())
 
-    def _csv_text(self) -> str:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, _columns(self._rows))
-        writer.writeheader()
-        writer.writerows(flatten_dict(r) for r in self._rows)
-        return out.getvalue()
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, _columns(rows))
+    writer.writeheader()
+    writer.writerows(flatten_dict(r) for r in rows)
+    return out.getvalue()
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:

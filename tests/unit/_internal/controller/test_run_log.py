@@ -164,3 +164,49 @@ def test_progress_csv_follows_result_json_at_catch_up(tmp_path):
     assert again.reconcile(lambda row: True) == 0
     assert [r["training_iteration"] for r in table()] == ["1", "2", "3", "4", "5"]
     again.close()
+
+
+def test_a_long_runs_rows_are_not_kept_in_memory(tmp_path):
+    """Locally the files hold every row: the driver keeps the last one only, so a run of
+    a million steps does not hold a million rows; a column that appears late still
+    rewrites progress.csv from every row, read back from result.json."""
+    import tracemalloc
+
+    log = RunLog(StorageDir.from_uri(tmp_path))
+    log.append({"loss": 0.0, "training_iteration": 1})
+
+    def steps(first: int, last: int) -> None:
+        for i in range(first, last + 1):
+            log.append({"loss": 1.0 / i, "step": i, "training_iteration": i})
+            if i % 500 == 0:
+                log.catch_up()
+
+    steps(2, 1000)  # what the first steps import and allocate once
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    steps(1001, 6000)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 100_000, f"5,000 rows grew the log by {grown} bytes"  # kept: ~2 MB
+    assert log.last_row == {"loss": 1.0 / 6000, "step": 6000, "training_iteration": 6000}
+    log.append({"loss": 0.1, "val_acc": 0.5, "training_iteration": 6001})
+    log.close()
+    table = list(csv.DictReader(io.StringIO((tmp_path / "progress.csv").read_text())))
+    assert len(table) == 6001
+    assert list(table[0]) == ["loss", "training_iteration", "step", "val_acc"]
+    assert [table[0]["step"], table[1]["step"], table[-1]["val_acc"]] == ["", "2", "0.5"]
+    assert [r["training_iteration"] for r in read_results(StorageDir.from_uri(tmp_path))] == list(
+        range(1, 6002)
+    )
+
+
+def test_appending_after_close_continues_the_files(tmp_path):
+    log = RunLog(StorageDir.from_uri(tmp_path))
+    for i in range(1, 4):
+        log.append({"x": i, "training_iteration": i})
+    log.close()
+    log.append({"x": 4, "training_iteration": 4})
+    log.close()
+    assert [r["x"] for r in read_results(StorageDir.from_uri(tmp_path))] == [1, 2, 3, 4]
+    table = list(csv.DictReader(io.StringIO((tmp_path / "progress.csv").read_text())))
+    assert [r["x"] for r in table] == ["1", "2", "3", "4"]

@@ -1,0 +1,144 @@
+"""A whole training script's wall time: a 2-worker TorchTrainer script against the same
+training without lockstep.
+
+Each script, a fresh Python started for every run, trains a small MLP with DDP over gloo
+for ``--steps`` steps of ``--batch`` rows on each of its workers, reporting the loss every
+``--every`` steps. Baselines, in the same run: the same loop as one process (a DDP of one,
+so the same code runs: the wall a user compares against when they add workers on one
+machine) and the same loop under plain ``torchrun --nproc-per-node 2``. Runs are paired:
+each round runs the three scripts once, in turn, and the medians over the rounds are
+compared (the machine's load moves every figure alike within a round).
+Targets: lockstep's script within 1.1x the one-process script and within 0.6x plain
+torchrun (it starts no second Python per worker: its workers are forked).
+
+    python benchmarks/whole_script.py [--repeats 5] [--steps 200]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import bench
+
+LOOP = """
+import torch
+
+def train_steps(steps, batch, every, report):
+    torch.manual_seed(0)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(batch, 64), torch.randn(batch, 1)
+    for step in range(steps):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if (step + 1) % every == 0:
+            report({"step": step, "loss": loss.item()})
+"""
+
+LOCKSTEP = (
+    LOOP
+    + """
+import sys, tempfile
+from lockstep import train
+from lockstep.train import RunConfig, ScalingConfig
+from lockstep.train.torch import TorchTrainer, prepare_model
+
+def make_model():
+    return prepare_model(torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)))
+
+def loop(config):
+    train_steps(config["steps"], config["batch"], config["every"], train.report)
+
+if __name__ == "__main__":
+    steps, batch, every = map(int, sys.argv[1:4])
+    with tempfile.TemporaryDirectory() as storage:
+        TorchTrainer(loop, train_loop_config={"steps": steps, "batch": batch, "every": every},
+            scaling_config=ScalingConfig(num_workers=2),
+            run_config=RunConfig(storage_path=storage, verbose=0)).fit()
+"""
+)
+
+PLAIN_DDP = (
+    LOOP
+    + """
+import os, sys
+import torch.distributed as dist
+
+def make_model():
+    return torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)))
+
+if __name__ == "__main__":
+    steps, batch, every = map(int, sys.argv[1:4])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", sys.argv[4] if len(sys.argv) > 4 else "0")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    dist.init_process_group("gloo")
+    train_steps(steps, batch, every, lambda metrics: None)
+    dist.barrier()  # no rank tears gloo down while another still talks to it
+    dist.destroy_process_group()
+    # torch 2.13's gloo aborts about one exit in three ("terminate called without an
+    # active exception") in the interpreter's teardown, which the wall does not need
+    os._exit(0)
+"""
+)
+
+
+def wall_of(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()}")
+    return wall
+
+
+def free_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = bench.options(__doc__, repeats=5, steps=200, batch=64, every=20)
+    args = parser.parse_args()
+    loop = [str(args.steps), str(args.batch), str(args.every)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    walls: dict[str, list[float]] = {"lockstep": [], "one process": [], "torchrun": []}
+    with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as folder:
+        ours = os.path.join(folder, "with_lockstep.py")
+        plain = os.path.join(folder, "plain_ddp.py")
+        with open(ours, "w") as f:
+            f.write(LOCKSTEP)
+        with open(plain, "w") as f:
+            f.write(PLAIN_DDP)
+        for _ in range(args.repeats):
+            walls["lockstep"].append(wall_of([sys.executable, ours, *loop], env))
+            walls["one process"].append(wall_of([sys.executable, plain, *loop, free_port()], env))
+            standalone = [torchrun, "--standalone", "--nproc-per-node", "2", plain, *loop]
+            walls["torchrun"].append(wall_of(standalone, env))
+    median = {name: statistics.median(runs) for name, runs in walls.items()}
+    print(bench.machine_load())
+    for name, runs in walls.items():
+        listed = ", ".join(f"{w:.2f}" for w in runs)
+        print(f"{name}: median {median[name]:.2f} s (runs: {listed})")
+    alone = median["lockstep"] / median["one process"]
+    versus = median["lockstep"] / median["torchrun"]
+    print(f"lockstep / one process: {alone:.2f}x (target at most 1.1x)")
+    print(f"lockstep / plain torchrun: {versus:.2f}x (target at most 0.6x)")
+
+
+if __name__ == "__main__":
+    main()
