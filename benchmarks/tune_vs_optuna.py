@@ -12,8 +12,8 @@ experiment directory is kept until the last run has ended: deleting thousands of
 just before the next run makes ext4 scan the inodes it just freed at every file it
 creates (several times a trial's own cost), which measures the benchmark's cleanup.
 
-A trial's run creates 7 files (its directory, params.json, result.json, progress.csv,
-time.bin, time.json, run_state.json). What creating one costs depends on the filesystem
+A function trial's run creates 5 files (its directory, params.json, result.json,
+progress.csv, run_state.json). What creating one costs depends on the filesystem
 more than on lockstep: on ext4 without a journal, a directory whose block group holds many
 recently deleted inodes (a shared /tmp) takes 0.3-0.9 ms a file where another takes 20 us.
 So the cost of creating a file where the experiment is written is printed too, measured in
@@ -129,7 +129,7 @@ def main() -> None:
     wall, cpu, copy = (statistics.median(r[i] for r in ours) for i in range(3))
     base_wall, base_cpu = (statistics.median(r[i] for r in plain) for i in range(2))
     print(bench.machine_load())
-    print(f"creating a file in {os.path.dirname(storage)}: {creation:.0f} us (a trial creates 7)")
+    print(f"creating a file in {os.path.dirname(storage)}: {creation:.0f} us (a trial creates 5)")
     print(
         f"plain optuna, {args.trials} trials: median {base_wall:.3f} s "
         f"(CPU {base_cpu:.3f} s) over {args.repeats} runs"

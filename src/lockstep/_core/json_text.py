@@ -31,8 +31,16 @@ def readable_json(
     keys = sorted(data) if sort_keys else list(data)
     if not keys:
         return b"{}"
-    lines = ",\n".join(
-        f" {json.dumps(str(key))}: {json.dumps(data[key], sort_keys=sort_keys, default=default)}"
-        for key in keys
-    )
+    # One encoder for the document (json.dumps with options makes one per call)
+    encoder = _ENCODERS[sort_keys] if default is None else _encoder(sort_keys, default)
+    encode = encoder.encode
+    lines = ",\n".join(f" {_quoted(str(key))}: {encode(data[key])}" for key in keys)
     return f"{{\n{lines}\n}}".encode()
+
+
+def _encoder(sort_keys: bool, default: Callable[[Any], Any] | None) -> json.JSONEncoder:
+    return json.JSONEncoder(sort_keys=sort_keys, default=default)
+
+
+_ENCODERS = {False: _encoder(False, None), True: _encoder(True, None)}
+_quoted = json.encoder.encode_basestring_ascii  # a key as json.dumps writes it

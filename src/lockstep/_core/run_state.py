@@ -8,7 +8,7 @@ list was never committed.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from lockstep._core.json_text import readable_json
@@ -86,7 +86,11 @@ class RunState:
     version: int = STATE_VERSION
 
     def to_json(self) -> bytes:
-        return readable_json(asdict(self), sort_keys=True)
+        # The records as they are, not copied (asdict copies every value): only encoded
+        data = dict(vars(self))
+        data["checkpoints"] = [vars(c) for c in self.checkpoints]
+        data["history"] = [vars(a) for a in self.history]
+        return readable_json(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RunState:

@@ -2,7 +2,7 @@
 training function runs.
 
 A training function runs in a worker process (forked or spawned), in a Ray actor, inline
-in the driver (``num_workers=0``), or as a Tune function trial (which runs inline). In
+in the driver (``num_workers=0``), or as a Tune function trial (in the trial's thread). In
 each place one object implementing this protocol is installed for the function's thread
 or process; ``lockstep.train.report`` and the rest call it, and a contract suite
 (``tests/contracts/session.py``) runs every session function in every place.

@@ -1,9 +1,10 @@
 """What Tune hands a run it makes a trial of, and what it gets back.
 
-Every Tune trial is a lockstep run: a trainer's ``fit()``, or a function trainable run
-inline as a trainer of no workers. The run is told who it is (its ids and resources, shown
-by ``get_context()``), gets the Tuner's link as one more listener of its events, and may
-be started from a checkpoint that is not its own (a PBT exploit's donor).
+Every Tune trial is a lockstep run: a trainer's ``fit()``, or a function trainable called
+in the trial's thread with a session that records its reports. The run is told who it is
+(its ids and resources, shown by ``get_context()``), gets the Tuner's link as one more
+listener of its events, and may be started from a checkpoint that is not its own (a PBT
+exploit's donor).
 """
 
 from __future__ import annotations

@@ -17,12 +17,14 @@ from typing import Any, ClassVar, TypeVar
 from lockstep._core import flags, pickling, pyarrow_fs, storage
 from lockstep._core.checkpoint import PREPROCESSOR_KEY, Checkpoint, preprocessor_metadata
 from lockstep._core.config import DataConfig, RunConfig, ScalingConfig, is_ray_dataset
+from lockstep._core.context import TrainContext
 from lockstep._core.errors import RunNotFoundError, TrainingInterrupted, UsageKeyError
 from lockstep._core.result import Result
 from lockstep._core.trial import TrialOutcome, TrialRun
 from lockstep._internal.backends.base import BackendConfig
 from lockstep._internal.controller.controller import TrainController
 from lockstep._internal.controller.failure_policy import FailurePolicy
+from lockstep._internal.controller.function_trial import FunctionTrialRun
 from lockstep._internal.controller.progress import Progress
 from lockstep._internal.controller.run_record import RunRecord
 from lockstep._internal.controller.scaling_policy import ElasticRun, create_scaling_policy
@@ -231,6 +233,55 @@ class DataParallelTrainer:
         trainer = cls.__new__(cls)
         trainer._build(spec, in_process=True, plan=plan)
         return trainer
+
+    @classmethod
+    def _run_function_trial(
+        cls,
+        parts: tuple[FunctionTrial, ExecutionPlan],
+        config: dict[str, Any],
+        run_config: RunConfig,
+        trial: TrialRun,
+    ) -> TrialOutcome:
+        """Tune's entry point for a trial of a function trainable (``parts``: see
+        :meth:`_function_trial_parts`): the function runs in the trial's thread, with a
+        session that records its reports (``function_trial``); no trainer, controller or
+        worker. A run that asks for a hang watchdog is a Train run (:meth:`_run_trial`),
+        which has one."""
+        fn, plan = parts
+        if run_config.failure_config.hang_timeout_s is not None:
+            return cls._function_trial(fn, config, run_config, plan)._run_trial(trial)
+        started = time.monotonic()
+        run_config = _named(run_config, plan.launch)
+        _check_checkpoint_frequency(cls, run_config)
+        _check_storage_shared(run_config, plan.executor)
+        run_dir = _open_run_dir(run_config, inline_trial=True)
+        record = RunRecord.open(run_dir, run_config.checkpoint_config, save_at_start=False)
+        if trial.start_from is not None:
+            record.start_from(trial.start_from, dict(trial.start_metrics))
+        flags.fault_point("run_opened")
+        record.write_params(config)  # the trial's config, as Ray Tune writes it
+        context = TrainContext(
+            world_rank=0,
+            world_size=1,
+            local_rank=0,
+            local_world_size=1,
+            node_rank=0,
+            experiment_name=run_config.name or "",
+            run_path=run_dir.uri,
+            **trial.context_fields(),
+        )
+        ending, result = FunctionTrialRun(
+            fn,
+            config,
+            record=record,
+            context=context,
+            failure_policy=FailurePolicy(run_config.failure_config),
+            score_attribute=run_config.checkpoint_config.checkpoint_score_attribute,
+            listeners=[trial.listener] if trial.listener else [],
+            callbacks=run_config.callbacks,
+            started_at=started,
+        ).run()
+        return TrialOutcome("paused" if ending == "paused" else "done", result)
 
     @staticmethod
     def _function_trial_parts(fn: Callable[..., Any]) -> tuple[FunctionTrial, ExecutionPlan]:

@@ -4,8 +4,9 @@ stoppers and schedulers, tells the search algorithm and the callbacks, saves the
 Each trial is a lockstep run in a thread of its own. The runner's link is one listener of
 the run's events: every recorded step goes through :meth:`TrialRunner._on_report` in the
 runner's thread, whose decision goes back to the run as a directive (stop, pause), which
-its controller carries out. The runner never writes into a trial's directory: the run's
-record is the one writer there.
+its controller carries out (a function trial's ``report()`` ends the function there).
+The runner never writes into a trial's directory: the run's record is the one writer
+there.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What a trainable calls: ``tune.report``, ``tune.get_checkpoint``, ``tune.get_context``.
 
-Every trial is a lockstep run (a function trainable runs as a trainer of no workers), so
-these are ``lockstep.train``'s session functions under Tune's names: one session, whether
-the function is a function trial, a trainer's worker or an inline run.
+These are ``lockstep.train``'s session functions under Tune's names: whether the function
+is a function trial (run in the trial's thread with a session of its own), a trainer's
+worker or an inline run, the same calls reach the session of the place it runs in.
 """
 
 from __future__ import annotations

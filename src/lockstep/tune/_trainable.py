@@ -1,8 +1,9 @@
 """What a trial runs: a function ``fn(config)`` or a lockstep trainer, one per config.
 
 Each trial runs in a thread of the driver, as a lockstep run: a trainer's ``fit()`` with its
-own controller and workers, or a function run inline as a trainer of no workers. The
-Tuner's link listens to the run, and the scheduler's decisions reach it as directives.
+own controller and workers, or a function called in the trial's thread with a session that
+records its reports. The Tuner's link listens to the run, and the scheduler's decisions
+reach it as directives (the answer to a function's report).
 """
 
 from __future__ import annotations
@@ -136,9 +137,8 @@ def run_trial(
     the ``shared`` parts of its trials, see :func:`function_parts`)."""
     if isinstance(trainable, TrainerTrainable):
         return trainable.run(config, run_config=run_config, trial=trial)
-    fn, plan = shared if shared is not None else (trainable, None)
-    runner = DataParallelTrainer._function_trial(fn, config, run_config, plan)
-    return runner._run_trial(trial)
+    parts = shared if shared is not None else DataParallelTrainer._function_trial_parts(trainable)
+    return DataParallelTrainer._run_function_trial(parts, config, run_config, trial)
 
 
 def function_parts(trainable: Any) -> FunctionParts | None:

@@ -198,8 +198,17 @@ def _pickle_return_value(value: Any, rank: int) -> tuple[bytes, str | None]:
 
 
 def _send_failure(session: session_module.WorkerSession, rank: int, exc: BaseException) -> None:
+    failure = exception_failure(rank, exc)
+    try:
+        session.send(Failed(failure))
+    except Exception:
+        pass  # the driver is gone; it sees the exit code instead
+
+
+def exception_failure(rank: int, exc: BaseException) -> WorkerFailure:
+    """The failure of rank ``rank``'s training function, which raised ``exc``."""
     pid = os.getpid()
-    failure = WorkerFailure(
+    return WorkerFailure(
         rank=rank,
         pid=pid,
         kind="exception",
@@ -209,10 +218,6 @@ def _send_failure(session: session_module.WorkerSession, rank: int, exc: BaseExc
         retryable=not isinstance(exc, UsageError),
         exception=_sendable(exc),
     )
-    try:
-        session.send(Failed(failure))
-    except Exception:
-        pass  # the driver is gone; it sees the exit code instead
 
 
 def user_traceback(exc: BaseException) -> str:

@@ -24,7 +24,7 @@ from lockstep._core.errors import UsageError, UsageKeyError
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.reported import CheckpointUploadMode, ReportedCheckpoint
 from lockstep._core.session import Session
-from lockstep._core.storage import STAGING_DIR, staging_dir_name, write_failed
+from lockstep._core.storage import STAGING_DIR, StorageDir, staging_dir_name, write_failed
 from lockstep._internal.execution.messages import (
     CheckpointCommitted,
     CollectiveReply,
@@ -243,7 +243,7 @@ class WorkerSession:
     ) -> dict[str, Any]:
         """Get the files on their way to storage; the Report fields that say how."""
         if upload_fn is not None:
-            name = dir_name or _default_dir_name(
+            name = dir_name or default_dir_name(
                 staging_dir_name(step, root=self._start.staging_dir)
             )
             persisted = upload_fn(checkpoint, name)
@@ -260,7 +260,7 @@ class WorkerSession:
             return {"upload": "async", "handoff": hand_off(checkpoint.path, move=delete)}
         staged = self._stage(checkpoint, step)
         if delete and checkpoint.is_local:
-            _empty_directory(checkpoint.path)
+            empty_directory(checkpoint.path)
         upload = "async" if mode is CheckpointUploadMode.ASYNC else "sync"
         return {"upload": upload, "staged": staged}
 
@@ -392,20 +392,10 @@ class WorkerSession:
 
     def _stage(self, checkpoint: Checkpoint, step: int) -> str:
         """Upload the files into this rank's part of the step; return the step's directory."""
-        if checkpoint.is_local and not os.path.isdir(checkpoint.path):
-            raise UsageError(
-                f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
-                "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
-            )
-        root, rank = self._start.staging_dir, self.context.world_rank
-        target = staging_dir_name(step, rank, root=root)
-        with checkpoint.as_directory() as local_dir:
-            try:
-                self._start.run_dir.upload_dir(local_dir, target)
-            except Exception as exc:  # a full disk, a failing endpoint: say which, and where
-                run_dir = self._start.run_dir
-                raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
-        return staging_dir_name(step, root=root)
+        start = self._start
+        return stage_files(
+            checkpoint, start.run_dir, step, self.context.world_rank, start.staging_dir
+        )
 
     def _collective(self, op: str, payload: Any) -> Any:
         seq = self._num_collectives
@@ -445,6 +435,25 @@ class WorkerSession:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+def stage_files(
+    checkpoint: Checkpoint, run_dir: StorageDir, step: int, rank: int, root: str
+) -> str:
+    """Upload the checkpoint's files into rank ``rank``'s part of step ``step`` under the
+    staging directory ``root`` of ``run_dir``; return the step's directory."""
+    if checkpoint.is_local and not os.path.isdir(checkpoint.path):
+        raise UsageError(
+            f"the checkpoint directory {checkpoint.path!r} no longer exists. HINT: call "
+            "report() inside the `with tempfile.TemporaryDirectory()` block that holds it"
+        )
+    target = staging_dir_name(step, rank, root=root)
+    with checkpoint.as_directory() as local_dir:
+        try:
+            run_dir.upload_dir(local_dir, target)
+        except Exception as exc:  # a full disk, a failing endpoint: say which, and where
+            raise write_failed(exc, "checkpoint files", run_dir.child(target).uri) from exc
+    return staging_dir_name(step, root=root)
+
+
 def hand_off(path: str, *, move: bool) -> str:
     """Put the checkpoint files at ``path`` where the driver will upload them from.
 
@@ -463,11 +472,11 @@ def hand_off(path: str, *, move: bool) -> str:
             pass  # another filesystem, or a directory we may not replace: copy instead
     shutil.copytree(path, target)
     if move:
-        _empty_directory(path)
+        empty_directory(path)
     return target
 
 
-def _empty_directory(path: str) -> None:
+def empty_directory(path: str) -> None:
     """Delete what ``path`` holds, keeping the directory (its owner may still remove it)."""
     for name in os.listdir(path):
         full = os.path.join(path, name)
@@ -481,15 +490,16 @@ _process_session: Session | None = None
 _thread_session = threading.local()
 
 
-def install(session: WorkerSession | None, *, process_wide: bool) -> None:
-    """Make ``session`` the current one (and the sink of its data waits): for the process,
-    or for this thread only."""
+def install(session: Session | None, *, process_wide: bool) -> None:
+    """Make ``session`` the current one (and the sink of its data waits, where it takes
+    them): for the process, or for this thread only."""
     global _process_session
     if process_wide:
         _process_session = session
     else:
         _thread_session.session = session
-    data_wait.install(session, process_wide=process_wide)
+    sink = session if isinstance(session, WorkerSession) else None
+    data_wait.install(sink, process_wide=process_wide)
 
 
 def current() -> Session | None:
@@ -509,6 +519,6 @@ def _tree_size(path: str) -> int:
     return total
 
 
-def _default_dir_name(staged: str) -> str:
+def default_dir_name(staged: str) -> str:
     """A name unique in the run for a checkpoint given none: its attempt's and step's."""
     return posixpath.relpath(staged, STAGING_DIR).replace("/", "_")

@@ -1,6 +1,6 @@
-"""An inline worker (a Tune function trial's) reads its pipe in the thread that waits for
-an answer: no reader thread of its own outlives the trial, and its end of the pipe is
-closed once nothing holds it."""
+"""An inline worker (a Tune function trial's under a hang watchdog, which runs as a Train
+run) reads its pipe in the thread that waits for an answer: no reader thread of its own
+outlives the trial, and its end of the pipe is closed once nothing holds it."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ def test_a_function_trial_reads_its_pipe_without_a_thread_and_lets_it_go(tmp_pat
         seen["threads"] = {t.name for t in threading.enumerate()}
         tune.report({"step": 1})
 
+    # the watchdog needs the Train run's controller, so the trial runs an inline worker
+    watched = tune.FailureConfig(hang_timeout_s=600)
     (result,) = tune.Tuner(
-        objective, run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)
+        objective,
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, failure_config=watched),
     ).fit()
     assert result.error is None
     assert result.metrics["step"] == 1
