@@ -9,7 +9,9 @@ machine) and the same loop under plain ``torchrun --nproc-per-node 2``. Runs are
 each round runs the three scripts once, in turn, and the medians over the rounds are
 compared (the machine's load moves every figure alike within a round).
 Targets: lockstep's script within 1.1x the one-process script and within 0.6x plain
-torchrun (it starts no second Python per worker: its workers are forked).
+torchrun (it starts no second Python per worker: its workers are forked). Under torchrun
+the plain script ends with ``os._exit`` (torch's gloo can abort in the interpreter's
+teardown there), so that figure spares torchrun the teardown every other script pays.
 
     python benchmarks/whole_script.py [--repeats 5] [--steps 200]
 """
@@ -83,12 +85,15 @@ if __name__ == "__main__":
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
     dist.init_process_group("gloo")
+    dist_world_size = dist.get_world_size()
     train_steps(steps, batch, every, lambda metrics: None)
     dist.barrier()  # no rank tears gloo down while another still talks to it
     dist.destroy_process_group()
-    # torch 2.13's gloo aborts about one exit in three ("terminate called without an
-    # active exception") in the interpreter's teardown, which the wall does not need
-    os._exit(0)
+    if dist_world_size > 1:
+        # under torchrun, torch 2.13's gloo aborts about one exit in three ("terminate
+        # called without an active exception") in the interpreter's teardown: skipped, which
+        # spares torchrun's processes the teardown (about 0.5 s with torch) the others pay
+        os._exit(0)
 """
 )
 
