@@ -14,7 +14,6 @@ from typing import Any
 
 from lockstep._core.checkpoint import Checkpoint
 from lockstep._internal.execution.worker.positions import saved_positions
-from lockstep.data.resume import resumed_shards
 
 
 def of_step(reports: Sequence[Any]) -> dict[str, Any] | None:
@@ -35,4 +34,8 @@ def shards_for_attempt(
 ) -> list[dict[str, Any]]:
     """Each rank's datasets for an attempt starting from ``checkpoint``: lockstep datasets
     become iterators that keep their position, continuing the checkpoint's epoch."""
+    # imported here: lockstep.data brings pyarrow (0.1 s), which a run without datasets
+    # need not load
+    from lockstep.data.resume import resumed_shards
+
     return resumed_shards(shards, saved_positions(checkpoint).get("datasets") or {})
