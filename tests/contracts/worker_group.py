@@ -11,7 +11,9 @@ import json
 import os
 import runpy
 import secrets
+import signal
 import tempfile
+import time
 
 import psutil
 import pytest
@@ -337,7 +339,83 @@ class WorkerGroupContract:
         assert result.return_value == token
 
 
-class ProcessDeathContract(WorkerGroupContract):
+class SlowCleanUp:
+    """A ``with`` block whose clean-up takes a while, and says where it got to in
+    ``marks``: ``cleaning-RANK`` once it began, ``cleaned-RANK`` once it finished."""
+
+    def __init__(self, marks: str, rank: int, stop_again: bool = False) -> None:
+        self.marks, self.rank, self.stop_again = marks, rank, stop_again
+
+    def __enter__(self) -> SlowCleanUp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _touch(self.marks, f"cleaning-{self.rank}")
+        if self.stop_again:  # a second stop (a scheduler's, beside the driver's) comes now
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+        _touch(self.marks, f"cleaned-{self.rank}")
+
+
+def _touch(directory: str, name: str) -> None:
+    with open(os.path.join(directory, name), "w"):
+        pass
+
+
+def _wait_for_marks(directory: str, names: list[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(os.path.join(directory, n)) for n in names):
+        assert time.monotonic() < deadline, f"never marked: {names}"
+        time.sleep(0.01)
+
+
+class StoppedRankContract(WorkerGroupContract):
+    """For executors that stop a worker by unwinding its code (SIGTERM): what it cleans
+    up is cleaned up whole, even when the stop comes in the middle of it."""
+
+    def test_a_failing_ranks_clean_up_is_not_cut_short_by_the_stop(
+        self, scaling_config, run_config, world_size, tmp_path
+    ):
+        marks, others = str(tmp_path / "marks"), range(1, world_size)
+        os.mkdir(marks)
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            if rank == 0:  # fails once the others are cleaning up: the stop reaches them there
+                _wait_for_marks(marks, [f"cleaning-{r}" for r in others])
+                raise RuntimeError("rank 0 fails")
+            with SlowCleanUp(marks, rank):
+                raise ValueError("this rank fails too")
+
+        with pytest.raises(TrainingFailedError):
+            self.fit(train_func, scaling_config, run_config)
+        assert sorted(os.listdir(marks)) == sorted(
+            f"{state}-{r}" for r in others for state in ("cleaning", "cleaned")
+        )
+
+    def test_a_second_stop_does_not_cut_short_the_clean_up_of_the_first(
+        self, scaling_config, run_config, world_size, tmp_path
+    ):
+        marks, others = str(tmp_path / "marks"), range(1, world_size)
+        os.mkdir(marks)
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            if rank == 0:  # never reports: the others wait in report() until stopped
+                _wait_for_marks(marks, [f"reporting-{r}" for r in others])
+                raise RuntimeError("rank 0 fails")
+            with SlowCleanUp(marks, rank, stop_again=True):
+                _touch(marks, f"reporting-{rank}")
+                train.report({"rank": rank})
+
+        with pytest.raises(TrainingFailedError, match="rank 0 fails"):
+            self.fit(train_func, scaling_config, run_config)
+        assert sorted(os.listdir(marks)) == sorted(
+            f"{state}-{r}" for r in others for state in ("reporting", "cleaning", "cleaned")
+        )
+
+
+class ProcessDeathContract(StoppedRankContract):
     """For executors whose workers are processes that can be killed."""
 
     @pytest.mark.parametrize(

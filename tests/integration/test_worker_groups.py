@@ -7,7 +7,11 @@ import sys
 import pytest
 
 from lockstep.train import ScalingConfig
-from tests.contracts.worker_group import ProcessDeathContract, WorkerGroupContract
+from tests.contracts.worker_group import (
+    ProcessDeathContract,
+    StoppedRankContract,
+    WorkerGroupContract,
+)
 
 
 class TestProcessWorkerGroup(ProcessDeathContract):
@@ -62,7 +66,7 @@ def torchrun_variables(rank: int) -> dict[str, str]:
     }
 
 
-class TestClusterWorkerGroup(WorkerGroupContract):
+class TestClusterWorkerGroup(StoppedRankContract):
     """Two processes a launcher started on this machine (as ``torchrun --nproc-per-node
     2``): the test's own drives each fit, a second one joins it and starts its worker."""
 

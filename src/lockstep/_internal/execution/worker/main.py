@@ -285,8 +285,14 @@ def die_with_parent(parent_pid: int) -> None:
 
 def stop_handler(signum: int, frame: object) -> None:
     """SIGTERM's handler in a worker: unwind the user's code, so that its ``with`` blocks
-    and ``finally`` clauses clean up."""
-    raise WorkerStopped()
+    and ``finally`` clauses clean up.
+
+    Not while an exception is already unwinding it (the function failed, or an earlier
+    stop): raised there, a second exception would cut short the clean-up under way, and
+    the worker ends with the first anyway. The grace's SIGKILL still bounds it.
+    """
+    if sys.exc_info()[1] is None:
+        raise WorkerStopped()
 
 
 def main() -> None:

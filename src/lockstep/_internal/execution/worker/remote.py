@@ -26,7 +26,7 @@ from lockstep._internal.execution.worker import session as session_module
 def _on_sigterm(signum: int, frame: Any) -> None:
     session = session_module.current()
     if isinstance(session, session_module.WorkerSession) and session.stop_requested:
-        raise worker_main.WorkerStopped()
+        worker_main.stop_handler(signum, frame)
 
 
 def main() -> None:
