@@ -1,10 +1,11 @@
-import os
 import random
+import subprocess
+import sys
 
 import pytest
 
 from lockstep.testing import Fault
-from lockstep.testing._faults import KINDS, _driver_pid
+from lockstep.testing._faults import KINDS
 
 
 @pytest.mark.parametrize(
@@ -49,6 +50,28 @@ def test_a_faults_count_is_kept_under_its_kind_rank_and_epoch():
     assert Fault(kind="exit", rank=1, at_epoch=4, exit_code=3).name == "exit-rank1-epoch4"
 
 
-def test_the_driver_of_a_process_is_its_parent_unless_the_parent_is_a_fork_of_its_own():
-    # this process was started by pytest's caller (a shell, say): not a fork of itself
-    assert _driver_pid() == os.getppid()
+# A driver (a fresh Python) starts a worker either itself or from a fork of its own (as
+# lockstep's fork server is); the worker prints what it takes for its driver.
+DRIVER = """
+import os, subprocess, sys
+code = "from lockstep.testing._faults import _driver_pid; print(_driver_pid())"
+worker = [sys.executable, "-c", code]
+print(os.getpid(), flush=True)
+if sys.argv[1] == "fork":
+    if os.fork() == 0:
+        subprocess.run(worker)
+        os._exit(0)
+    os.wait()
+else:
+    subprocess.run(worker)
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("how", ["itself", "fork"])
+def test_the_driver_of_a_process_is_its_parent_unless_the_parent_is_a_fork_of_its_own(how):
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, how], capture_output=True, text=True, timeout=60
+    )
+    driver, seen = out.stdout.split()
+    assert seen == driver, out.stderr
