@@ -24,7 +24,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from lockstep._internal.execution.messages import FrameReader, send_frame
-from lockstep._internal.execution.worker import stopping
 
 
 class DriverLostError(RuntimeError):
@@ -118,20 +117,15 @@ class DriverLink:
 
     def wait(self, reply: Reply) -> Any:
         """The answer's value, once it came; raises DriverLostError if it never will."""
-        main = stopping.begin_wait()
-        try:
-            if reply.event is not None:
-                reply.event.wait()
-            else:
-                with self._turn:
-                    while not reply.done and not self._lost:
-                        if self._reading:
-                            self._turn.wait()  # another thread reads; it wakes us per message
-                        else:
-                            self._read_in_turn()
-        finally:
-            if main:
-                stopping.end_wait()
+        if reply.event is not None:
+            reply.event.wait()
+        else:
+            with self._turn:
+                while not reply.done and not self._lost:
+                    if self._reading:
+                        self._turn.wait()  # another thread reads; it wakes us per message
+                    else:
+                        self._read_in_turn()
         if reply.error is not None:
             raise reply.error
         if not reply.done:

@@ -29,10 +29,12 @@ from lockstep._internal.execution.messages import (
     WorkerStart,
 )
 from lockstep._internal.execution.worker import session as session_module
-from lockstep._internal.execution.worker import stopping
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.stack_text import stacks_text
-from lockstep._internal.execution.worker.stopping import WorkerStopped
+
+
+class WorkerStopped(BaseException):
+    """The driver asked this worker to stop (SIGTERM); raised in its main thread."""
 
 
 def run_worker(
@@ -281,6 +283,18 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def stop_handler(signum: int, frame: object) -> None:
+    """SIGTERM's handler in a worker: unwind the user's code, so that its ``with`` blocks
+    and ``finally`` clauses clean up.
+
+    Not while an exception is already unwinding it (the function failed, or an earlier
+    stop): raised there, a second exception would cut short the clean-up under way, and
+    the worker ends with the first anyway. The grace's SIGKILL still bounds it.
+    """
+    if sys.exc_info()[1] is None:
+        raise WorkerStopped()
+
+
 def main() -> None:
     """Entry point of a worker started from scratch: ``python -m ... FD PARENT_PID``."""
     run_process(int(sys.argv[1]), int(sys.argv[2]))
@@ -288,7 +302,7 @@ def main() -> None:
 
 def run_process(fd: int, parent_pid: int) -> None:
     """Run the worker whose connection is ``fd``; exits the process when done."""
-    signal.signal(signal.SIGTERM, stopping.on_sigterm)
+    signal.signal(signal.SIGTERM, stop_handler)
     die_with_parent(parent_pid)
     try:
         code = run_worker(Connection(fd), in_process=False)

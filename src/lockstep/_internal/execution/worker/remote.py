@@ -21,13 +21,12 @@ from typing import Any
 
 from lockstep._internal.execution.worker import main as worker_main
 from lockstep._internal.execution.worker import session as session_module
-from lockstep._internal.execution.worker import stopping
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     session = session_module.current()
     if isinstance(session, session_module.WorkerSession) and session.stop_requested:
-        stopping.on_sigterm(signum, frame)
+        worker_main.stop_handler(signum, frame)
 
 
 def main() -> None:
@@ -49,7 +48,7 @@ def run_connected(address: tuple[str, int], key: bytes, rank: int, parent: int) 
         # runs (the SIGTERM that follows is taken only after it), and nothing kills this
         # process with the driver
         code = worker_main.run_worker(conn, in_process=False, read_inline=False)
-    except stopping.WorkerStopped:  # told to stop while reporting a result or a failure
+    except worker_main.WorkerStopped:  # told to stop while reporting a result or a failure
         code = 128 + signal.SIGTERM
     worker_main.exit_process(code)
 

@@ -80,17 +80,15 @@ class _RayWorker:
         self, address: tuple[str, int], authkey: bytes, start: WorkerStart, env: dict[str, str]
     ) -> int:
         from lockstep._internal.execution.worker import main as worker_main
-        from lockstep._internal.execution.worker import stopping
 
         os.environ.update(env)
         conn = Client(address, authkey=authkey)
         conn.send(start.context.world_rank)
         # Stopping a worker (a Stop over the connection, then SIGTERM) unwinds its code.
-        stopping.reset()  # the actor's process may have run a worker before
-        previous = signal.signal(signal.SIGTERM, stopping.on_sigterm)
+        previous = signal.signal(signal.SIGTERM, worker_main.stop_handler)
         try:
             return worker_main.run_worker(conn, in_process=False, start=start, read_inline=False)
-        except stopping.WorkerStopped:
+        except worker_main.WorkerStopped:
             return 128 + signal.SIGTERM
         finally:
             signal.signal(signal.SIGTERM, previous)
