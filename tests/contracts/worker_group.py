@@ -414,6 +414,31 @@ class StoppedRankContract(WorkerGroupContract):
             f"{state}-{r}" for r in others for state in ("reporting", "cleaning", "cleaned")
         )
 
+    def test_a_stop_lets_a_with_block_exit_whole_then_unwinds_the_rest(
+        self, scaling_config, run_config, world_size, tmp_path
+    ):
+        marks, others = str(tmp_path / "marks"), range(1, world_size)
+        os.mkdir(marks)
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            if rank == 0:  # fails once the others' blocks exit: the stop reaches them there
+                _wait_for_marks(marks, [f"cleaning-{r}" for r in others])
+                raise RuntimeError("rank 0 fails")
+            try:
+                with SlowCleanUp(marks, rank):
+                    pass  # no exception: the block just ends (a temporary directory's would)
+                while True:  # the stop is taken here, after the exit, not at the grace's end
+                    time.sleep(0.01)
+            finally:
+                _touch(marks, f"unwound-{rank}")
+
+        with pytest.raises(TrainingFailedError, match="rank 0 fails"):
+            self.fit(train_func, scaling_config, run_config)
+        assert sorted(os.listdir(marks)) == sorted(
+            f"{state}-{r}" for r in others for state in ("cleaning", "cleaned", "unwound")
+        )
+
 
 class ProcessDeathContract(StoppedRankContract):
     """For executors whose workers are processes that can be killed."""

@@ -31,10 +31,14 @@ from lockstep._internal.execution.messages import (
 from lockstep._internal.execution.worker import session as session_module
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.stack_text import stacks_text
+from lockstep._internal.execution.worker.stopping import (
+    WorkerStopped,
+    begin_run,
+    end_run,
+    stop_handler,
+)
 
-
-class WorkerStopped(BaseException):
-    """The driver asked this worker to stop (SIGTERM); raised in its main thread."""
+__all__ = ["WorkerStopped", "exit_process", "run_process", "run_worker", "stop_handler"]
 
 
 def run_worker(
@@ -52,6 +56,7 @@ def run_worker(
     """
     if start is None:
         start = conn.recv()
+    begin_run()
     on_lost = None if in_process else _exit_now
     page = PhasePage.create()
     session = session_module.WorkerSession(
@@ -91,6 +96,7 @@ def run_worker(
         _send_failure(session, start.context.world_rank, exc)
         return 1
     finally:
+        end_run()  # the backend's teardown is a clean-up a stop does not cut short
         try:
             backend.on_worker_shutdown(start.context)
         finally:
@@ -281,18 +287,6 @@ def die_with_parent(parent_pid: int) -> None:
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the driver died before prctl took effect
         os._exit(1)
-
-
-def stop_handler(signum: int, frame: object) -> None:
-    """SIGTERM's handler in a worker: unwind the user's code, so that its ``with`` blocks
-    and ``finally`` clauses clean up.
-
-    Not while an exception is already unwinding it (the function failed, or an earlier
-    stop): raised there, a second exception would cut short the clean-up under way, and
-    the worker ends with the first anyway. The grace's SIGKILL still bounds it.
-    """
-    if sys.exc_info()[1] is None:
-        raise WorkerStopped()
 
 
 def main() -> None:

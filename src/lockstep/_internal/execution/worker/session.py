@@ -7,7 +7,6 @@ import dataclasses
 import os
 import posixpath
 import shutil
-import signal
 import socket
 import tempfile
 import threading
@@ -36,7 +35,7 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
-from lockstep._internal.execution.worker import phases
+from lockstep._internal.execution.worker import phases, stopping
 from lockstep._internal.execution.worker.link import DriverLink, DriverLostError, Reply
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.positions import position_of, saved_positions
@@ -430,9 +429,10 @@ class WorkerSession:
         elif isinstance(message, CollectiveReply):
             self._link.resolve("collective", message.seq, message)
         elif isinstance(message, Stop) and self._on_driver_lost is not None:
-            # Raise in the main thread through the process's own SIGTERM handler.
+            # Raise in the main thread through the process's own SIGTERM handler (again
+            # until it is taken: it waits for a clean-up under way).
             self.stop_requested = True
-            os.kill(os.getpid(), signal.SIGTERM)
+            stopping.signal_until_stopped()
 
 
 def stage_files(
