@@ -17,6 +17,7 @@ Layout of ``{storage_path}/{name}/``::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -292,18 +293,25 @@ class LocalDir(StorageDir):
             return []
 
     def write_atomic(self, rel: str, data: bytes, *, fsync: bool | None = None) -> None:
+        with self.writing_atomic(rel, fsync=fsync) as f:
+            f.write(data)
+
+    @contextlib.contextmanager
+    def writing_atomic(self, rel: str, *, fsync: bool | None = None) -> Iterator[IO[bytes]]:
+        """:meth:`write_atomic` piece by piece: the file to write, which replaces ``rel``
+        when the block ends without an exception (a file too large to hold in memory)."""
         # A temporary file (fsync'd), renamed over the old one, then the directory fsync'd.
         sync = self.fsync_writes if fsync is None else fsync
         target = self.join(rel)
         tmp = f"{target}.tmp-{os.getpid()}"
         try:
             with open(tmp, "wb") as f:
-                f.write(data)
+                yield f
                 if sync:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, target)
-        except OSError:
+        except BaseException:
             # the old file stays whole; a half-written copy (a full disk) must not stay
             if os.path.lexists(tmp):
                 os.remove(tmp)

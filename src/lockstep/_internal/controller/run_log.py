@@ -21,7 +21,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
@@ -59,17 +59,22 @@ class RunLog:
         self._run_dir = run_dir
         local = isinstance(run_dir, storage.LocalDir)
         self._journal = None if local else Journal.of(run_dir)
-        self._rows = read_results(run_dir)
-        if self._journal is not None:
-            self._rows = _merged(self._rows, self._journal.rows())
-        self._columns = _columns(self._rows)
+        if self._journal is None:
+            # Locally the rows stay in result.json: only the last is read into memory (and
+            # every row's columns), so opening a long run does not hold all its rows.
+            last, self._columns = _last_row_and_columns(run_dir)
+            self._rows = [last] if last is not None else []
+        else:
+            self._rows = _merged(read_results(run_dir), self._journal.rows())
+            self._columns = _columns(self._rows)
         self._known = set(self._columns)
         self._csv_lines = _CsvLines()
         self._behind: list[dict[str, Any]] = []  # flat rows progress.csv has not got yet
         self._json: int | None = None  # file descriptors, open while the run appends
         self._csv: int | None = None
-        # Locally, once this log appended to the files, they hold every row and only the
-        # last is kept in memory: a long run's rows would grow the driver without bound.
+        # Locally, once the files are whole (reconcile(), or the first append), every row is
+        # appended to them as it comes and only the last is kept in memory: a long run's
+        # rows would grow the driver without bound.
         self._rows_on_disk = False
 
     def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
@@ -79,16 +84,16 @@ class RunLog:
         progress.csv behind result.json, rows still in the journal, rows of checkpoints
         never committed) becomes one consistent record. Returns how many rows were dropped.
         """
-        rows = self._every_row()
-        before = len(rows)
-        self._rows = [row for row in rows if keep(row)]
+        if self._journal is None:
+            return self._rewrite_local(keep)
+        before = len(self._rows)
+        self._rows = [row for row in self._rows if keep(row)]
         self._rows_on_disk = False
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
         if self._rows or self._run_dir.exists(storage.RESULTS_FILE):
             self._write_whole()
-        if self._journal is not None:
-            self._journal.clear()
+        self._journal.clear()
         return before - len(self._rows)
 
     @property
@@ -110,16 +115,15 @@ class RunLog:
             self._journal.append(line, sync=sync)
             return
         if not self._rows_on_disk:
-            self._rows.append(row)
-            self._rewrite_local(sync=sync)  # the first line: both files, from every row
-            self._rows_on_disk = True
-            del self._rows[:-1]
-            return
+            if not self._run_dir.exists(storage.RESULTS_FILE):
+                self._start_files(row, sync=sync)  # a new run's first line
+                return
+            self._rewrite_local(sync=sync)  # opened without reconcile(): both files whole
         if self._json is None:
-            self._open_files()  # appending after close(): the files hold every row
+            self._open_files()  # the files hold every row
         fd = self._json
         assert fd is not None
-        self._rows[-1] = row
+        self._rows[:] = [row]
         write_all(fd, line.encode())
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
@@ -145,14 +149,14 @@ class RunLog:
         write_all(self._csv, self._csv_lines(flat, self._columns).encode())
 
     def _rewrite_csv(self) -> None:
-        """progress.csv whole again, from every row, then open for appending again."""
+        """progress.csv whole again, from every row of result.json, then open for
+        appending again."""
         assert self._csv is not None
         os.close(self._csv)
         self._csv = None
-        rows = self._every_row()
-        self._columns = _columns(rows)
+        _, self._columns = _last_row_and_columns(self._run_dir)
         self._known = set(self._columns)
-        self._run_dir.write_atomic(storage.PROGRESS_FILE, _csv_text(rows).encode())
+        self._write_csv()
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
     def sync(self) -> None:
@@ -184,39 +188,68 @@ class RunLog:
                 os.close(fd)
         self._json = self._csv = None
 
-    def _every_row(self) -> list[dict[str, Any]]:
-        """Every row: read back from result.json once only the last is kept in memory."""
-        return read_results(self._run_dir) if self._rows_on_disk else self._rows
-
     def _write_whole(self, *, sync: bool = False) -> None:
-        rows = self._every_row()
-        # result.json is the record (fsync'd when asked); progress.csv is rebuilt from it.
+        # (an object store's files, from the rows in memory) result.json is the record
+        # (fsync'd when asked); progress.csv is rebuilt from it.
         self._run_dir.write_atomic(
-            storage.RESULTS_FILE, _json_lines(rows).encode(), fsync=sync or None
+            storage.RESULTS_FILE, _json_lines(self._rows).encode(), fsync=sync or None
         )
-        self._run_dir.write_atomic(storage.PROGRESS_FILE, _csv_text(rows).encode())
+        self._run_dir.write_atomic(storage.PROGRESS_FILE, _csv_text(self._rows).encode())
 
-    def _rewrite_local(self, *, sync: bool) -> None:
-        """Write both files whole (the first line this log appends) and keep them open."""
+    def _rewrite_local(
+        self, keep: Callable[[dict[str, Any]], bool] | None = None, *, sync: bool = False
+    ) -> int:
+        """Write both files whole again from the rows of result.json that ``keep`` accepts
+        (all by default), a row at a time: the rows are never all in memory. Returns how
+        many were dropped."""
         self._behind = []  # written whole from every row
         self._close_files()
-        self._columns = _columns(self._rows)
-        self._known = set(self._columns)
-        if len(self._rows) == 1 and not self._run_dir.exists(storage.RESULTS_FILE):
-            self._start_files(sync=sync)
-            return
-        self._write_whole(sync=sync)
-        self._open_files()
+        if not self._run_dir.exists(storage.RESULTS_FILE):
+            return 0
+        run_dir, columns = self._run_dir, dict[str, None]()
+        assert isinstance(run_dir, storage.LocalDir)
+        last, dropped = None, 0
+        with run_dir.writing_atomic(storage.RESULTS_FILE, fsync=sync or None) as out:
+            for row in _rows_of(run_dir):
+                if keep is not None and not keep(row):
+                    dropped += 1
+                    continue
+                out.write((json.dumps(row) + "\n").encode())
+                columns.update(dict.fromkeys(flatten_dict(row)))
+                last = row
+        self._columns = list(columns)
+        self._known = set(columns)
+        self._write_csv()
+        self._rows = [last] if last is not None else []
+        self._rows_on_disk = True
+        return dropped
+
+    def _write_csv(self) -> None:
+        """progress.csv whole, from result.json's rows read a line at a time."""
+        run_dir = self._run_dir
+        assert isinstance(run_dir, storage.LocalDir)
+        with run_dir.writing_atomic(storage.PROGRESS_FILE) as out:
+            text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+            writer = csv.DictWriter(text, self._columns)
+            writer.writeheader()
+            writer.writerows(flatten_dict(row) for row in _rows_of(run_dir))
+            text.flush()
+            text.detach()  # the file is closed by writing_atomic
 
     def _open_files(self) -> None:
         # Both stay open for the run: a step costs one write, a batch of csv lines another.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
-    def _start_files(self, *, sync: bool) -> None:
+    def _start_files(self, row: dict[str, Any], *, sync: bool) -> None:
         """A new run's first line: both files created by opening them for appending, so
         that the first step costs no more than the others (a driver killed before the
         line is written leaves an empty file, which holds no row)."""
+        self._behind = []
+        self._close_files()
+        self._rows = [row]
+        self._columns = _columns(self._rows)
+        self._known = set(self._columns)
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         write_all(self._json, _json_lines(self._rows).encode())
         if sync:
@@ -224,6 +257,7 @@ class RunLog:
             storage.fsync_dir(self._run_dir.path)  # the new file's name, on the disk too
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
         write_all(self._csv, _csv_text(self._rows).encode())
+        self._rows_on_disk = True
 
 
 def _csv_text(rows: list[dict[str, Any]]) -> str:
@@ -239,6 +273,28 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         columns.update(dict.fromkeys(flatten_dict(row)))
     return list(columns)
+
+
+def _rows_of(run_dir: storage.StorageDir) -> Iterator[dict[str, Any]]:
+    """The rows of a local run's result.json, read a line at a time (a line cut short by a
+    crash mid-write is skipped, as :func:`parse_result_lines` does)."""
+    with open(run_dir.join(storage.RESULTS_FILE), "rb") as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def _last_row_and_columns(run_dir: storage.StorageDir) -> tuple[dict[str, Any] | None, list[str]]:
+    """A local run's last row and every row's columns, reading a row at a time."""
+    if not run_dir.exists(storage.RESULTS_FILE):
+        return None, []
+    last, columns = None, dict[str, None]()
+    for row in _rows_of(run_dir):
+        columns.update(dict.fromkeys(flatten_dict(row)))
+        last = row
+    return last, list(columns)
 
 
 def _json_lines(rows: list[dict[str, Any]]) -> str:

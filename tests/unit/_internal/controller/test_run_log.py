@@ -210,3 +210,31 @@ def test_appending_after_close_continues_the_files(tmp_path):
     assert [r["x"] for r in read_results(StorageDir.from_uri(tmp_path))] == [1, 2, 3, 4]
     table = list(csv.DictReader(io.StringIO((tmp_path / "progress.csv").read_text())))
     assert [r["x"] for r in table] == ["1", "2", "3", "4"]
+
+
+def test_opening_a_long_run_reads_its_rows_one_at_a_time(tmp_path):
+    """A driver that opens a run of many steps (a restore, a restart) keeps the last row,
+    not every row: the rows are read and written back a line at a time."""
+    import tracemalloc
+
+    run_dir = StorageDir.from_uri(tmp_path)
+    log = RunLog(run_dir)
+    for i in range(1, 20_001):
+        log.append({"loss": 1.0 / i, "step": i, "training_iteration": i}, sync=False)
+    log.close()
+    with open(tmp_path / "result.json", "a") as f:
+        f.write('{"loss": 0.0, "trai')  # a write cut short
+    tracemalloc.start()
+    again = RunLog(run_dir)
+    dropped = again.reconcile(lambda row: row["training_iteration"] % 1000 != 0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1_000_000, f"opening 20,000 rows took {peak} bytes"  # all of them: ~10 MB
+    assert dropped == 20
+    assert again.last_row == {"loss": 1.0 / 19_999, "step": 19_999, "training_iteration": 19_999}
+    again.append({"loss": 0.5, "step": 20_001, "training_iteration": 20_001})
+    again.close()
+    rows = read_results(run_dir)
+    assert len(rows) == 19_981 and rows[-1]["step"] == 20_001
+    table = list(csv.DictReader(io.StringIO((tmp_path / "progress.csv").read_text())))
+    assert [r["step"] for r in table] == [str(r["step"]) for r in rows]
