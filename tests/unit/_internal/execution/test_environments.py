@@ -5,6 +5,8 @@ document them, and SageMaker's training toolkit)."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 
@@ -89,8 +91,10 @@ def test_torchrun():
     launch = detect(TORCHRUN)
     assert (launch.name, launch.launcher) == ("torchrun", "torchrun")
     assert places(launch) == (3, 4, 1, 2, 2, 1)
-    # a static rendezvous's run id is "none": no job to name a run after
-    assert launch.job_id is None
+    # a static rendezvous's run id is "none": its job is named after the agent that
+    # started the process (this test's parent here), the same across the agent's restarts
+    assert launch.job_id.startswith(f"torchrun-{socket.gethostname()}-{os.getppid()}-")
+    assert detect(TORCHRUN).job_id == launch.job_id
     assert launch.launch_id == "torchrun-none-10.231.0.1:29471-0"
     assert detect(TORCHRUN | {"TORCHELASTIC_RUN_ID": "exp7"}).job_id == "torchrun-exp7"
 

@@ -12,6 +12,8 @@ rendezvous is static (``--node-rank``, run id ``none``).
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping
 
 from lockstep._internal.execution.environments.base import Launch, integer, read
@@ -64,9 +66,22 @@ def detect(env: Mapping[str, str]) -> Launch | None:
         if "GROUP_WORLD_SIZE" in env
         else max(1, size // local_size),
         node_rank=integer(env, "GROUP_RANK", LAUNCHER),
-        # a static rendezvous's run id is "none": the store's address tells jobs apart
-        job_id=f"torchrun-{run_id}" if run_id != "none" else None,
+        # a static rendezvous's run id is "none": the store's address tells launches apart
+        job_id=_agent_job_id() if static else f"torchrun-{run_id}",
         launch_id=f"torchrun-{run_id}-{master}-{restart if static else f'w{size}'}",
         resizable=not static,
         variables=read(env, *VARIABLES),
     )
+
+
+def _agent_job_id() -> str | None:
+    """A static rendezvous's job, which has no id: named after the torchrun agent that
+    started this process (the same across its restarts), by its host, pid and start time
+    (a pid is used again, not with the same start)."""
+    agent = os.getppid()
+    try:
+        with open(f"/proc/{agent}/stat") as f:
+            started = f.read().rpartition(")")[2].split()[19]  # field 22, starttime
+    except (OSError, IndexError):
+        return None
+    return f"torchrun-{socket.gethostname()}-{agent}-{started}"
