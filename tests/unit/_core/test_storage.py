@@ -137,10 +137,9 @@ def test_names():
 def test_a_local_file_written_piece_by_piece_replaces_the_old_one_only_whole(tmp_path):
     root = StorageDir.from_uri(str(tmp_path))
     root.write_atomic("rows", b"old")
-    with pytest.raises(RuntimeError):
-        with root.writing_atomic("rows") as f:
-            f.write(b"new, cut short by")
-            raise RuntimeError("an error while writing")
+    with pytest.raises(RuntimeError), root.writing_atomic("rows") as f:
+        f.write(b"new, cut short by")
+        raise RuntimeError("an error while writing")
     assert root.read_bytes("rows") == b"old"
     assert sorted(os.listdir(tmp_path)) == ["rows"]  # no half-written copy beside it
     with root.writing_atomic("rows") as f:
