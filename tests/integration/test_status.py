@@ -6,6 +6,7 @@ JSON. Then the run is stopped, and its status is its final state and time ledger
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from lockstep import train
+from lockstep._internal.controller import status
 from lockstep.train import Checkpoint
 
 pytestmark = pytest.mark.slow
@@ -64,6 +66,9 @@ def four_ranks(config):  # type: ignore[no-untyped-def]
             for _ in shard.iter_batches(batch_size=4, prefetch_batches=0):
                 pass
         elif rank == 3:
+            # persisting takes a second or two: begun once the test saw the others in place
+            while not os.path.exists(config["go"]):
+                time.sleep(0.01)
             train.report({"step": 2}, checkpoint=Checkpoint.from_directory(folder))
         train.report({"step": 2})
 
@@ -89,12 +94,13 @@ def test_status_names_the_rank_in_a_collective_the_data_wait_and_the_checkpoint(
         "from tests.integration.test_status import four_ranks, slow_tokenize\n"
         "data = ld.range(4 * 400, override_num_blocks=4 * 100).map(slow_tokenize)\n"
         "TorchTrainer(four_ranks, datasets={'train': data},\n"
+        "    train_loop_config={'go': sys.argv[2]},\n"
         "    scaling_config=ScalingConfig(num_workers=4),\n"
         "    run_config=RunConfig(name='stuck', storage_path=sys.argv[1], verbose=0,\n"
         "        failure_config=FailureConfig(preemption_deadline_s=1))).fit()\n"
     )
     driver = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path)],
+        [sys.executable, str(script), str(tmp_path), str(tmp_path / "go")],
         env={**os.environ, "PYTHONPATH": os.getcwd()},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -160,24 +166,27 @@ def test_status_names_the_rank_in_a_collective_the_data_wait_and_the_checkpoint(
 
 
 def _until_every_phase_shows(tmp_path) -> dict:  # type: ignore[no-untyped-def]
-    """Ask until each rank is where the test put it (the ranks start, then get there)."""
-    deadline = time.monotonic() + 240
-    answer: dict = {}
-    while time.monotonic() < deadline:
-        done = subprocess.run(
-            [LOCKSTEP, "status", "stuck", "--storage-path", str(tmp_path), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if done.returncode == 0:
-            answer = json.loads(done.stdout)
-            where = phases(answer) == ["report", "collective", "data_wait", "checkpoint"]
+    """Ask until each rank is where the test put it: ranks 0-2 first (they start, then get
+    there); then rank 3 is let persist its checkpoint, which takes a second or two, and is
+    asked for as often as the driver answers (in this process: no CLI's start per ask)."""
+    in_place = ["report", "collective", "data_wait"]
+
+    def ask_until(where: list[str]) -> dict:
+        deadline = time.monotonic() + 240
+        answer: dict = {}
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # the run directory is not there yet
+                answer = status.ask(str(tmp_path / "stuck")) or answer
             # (the first batches, whose reading imports the libraries, may be slower still)
-            if where and "map(slow_tokenize)" in answer["ranks"][2]["detail"]:
+            detail = answer["ranks"][2]["detail"] if len(answer.get("ranks", [])) > 2 else ""
+            if phases(answer)[: len(where)] == where and "map(slow_tokenize)" in detail:
                 return answer
-        time.sleep(0.2)
-    raise AssertionError(f"the ranks never showed where they are: {answer}")
+            time.sleep(0.01)
+        raise AssertionError(f"the ranks never showed where they are: {answer}")
+
+    ask_until(in_place)
+    (tmp_path / "go").touch()
+    return ask_until([*in_place, "checkpoint"])
 
 
 def churn(config):  # type: ignore[no-untyped-def]
