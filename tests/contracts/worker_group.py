@@ -14,6 +14,7 @@ import secrets
 import signal
 import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -369,6 +370,26 @@ def _wait_for_marks(directory: str, names: list[str]) -> None:
         time.sleep(0.01)
 
 
+class Marks:
+    """Where the ranks of a stop test say how far they got: a file ``STATE-RANK`` each,
+    for every rank but 0 (rank 0 fails, and so stops the others)."""
+
+    def __init__(self, tmp_path: Path, world_size: int) -> None:
+        self.path, self.others = str(tmp_path / "marks"), range(1, world_size)
+        os.mkdir(self.path)
+
+    def fail_once_the_others_are(self, state: str) -> None:
+        """Rank 0's part: fail once every other rank marked ``state``."""
+        _wait_for_marks(self.path, [f"{state}-{r}" for r in self.others])
+        raise RuntimeError("rank 0 fails")
+
+    def of_the_others(self, *states: str) -> list[str]:
+        return sorted(f"{state}-{r}" for r in self.others for state in states)
+
+    def seen(self) -> list[str]:
+        return sorted(os.listdir(self.path))
+
+
 class StoppedRankContract(WorkerGroupContract):
     """For executors that stop a worker by unwinding its code (SIGTERM): what it cleans
     up is cleaned up whole, even when the stop comes in the middle of it."""
@@ -376,68 +397,56 @@ class StoppedRankContract(WorkerGroupContract):
     def test_a_failing_ranks_clean_up_is_not_cut_short_by_the_stop(
         self, scaling_config, run_config, world_size, tmp_path
     ):
-        marks, others = str(tmp_path / "marks"), range(1, world_size)
-        os.mkdir(marks)
+        marks = Marks(tmp_path, world_size)
 
         def train_func():
             rank = train.get_context().get_world_rank()
             if rank == 0:  # fails once the others are cleaning up: the stop reaches them there
-                _wait_for_marks(marks, [f"cleaning-{r}" for r in others])
-                raise RuntimeError("rank 0 fails")
-            with SlowCleanUp(marks, rank):
+                marks.fail_once_the_others_are("cleaning")
+            with SlowCleanUp(marks.path, rank):
                 raise ValueError("this rank fails too")
 
         with pytest.raises(TrainingFailedError):
             self.fit(train_func, scaling_config, run_config)
-        assert sorted(os.listdir(marks)) == sorted(
-            f"{state}-{r}" for r in others for state in ("cleaning", "cleaned")
-        )
+        assert marks.seen() == marks.of_the_others("cleaning", "cleaned")
 
     def test_a_second_stop_does_not_cut_short_the_clean_up_of_the_first(
         self, scaling_config, run_config, world_size, tmp_path
     ):
-        marks, others = str(tmp_path / "marks"), range(1, world_size)
-        os.mkdir(marks)
+        marks = Marks(tmp_path, world_size)
 
         def train_func():
             rank = train.get_context().get_world_rank()
             if rank == 0:  # never reports: the others wait in report() until stopped
-                _wait_for_marks(marks, [f"reporting-{r}" for r in others])
-                raise RuntimeError("rank 0 fails")
-            with SlowCleanUp(marks, rank, stop_again=True):
-                _touch(marks, f"reporting-{rank}")
+                marks.fail_once_the_others_are("reporting")
+            with SlowCleanUp(marks.path, rank, stop_again=True):
+                _touch(marks.path, f"reporting-{rank}")
                 train.report({"rank": rank})
 
         with pytest.raises(TrainingFailedError, match="rank 0 fails"):
             self.fit(train_func, scaling_config, run_config)
-        assert sorted(os.listdir(marks)) == sorted(
-            f"{state}-{r}" for r in others for state in ("reporting", "cleaning", "cleaned")
-        )
+        assert marks.seen() == marks.of_the_others("reporting", "cleaning", "cleaned")
 
     def test_a_stop_lets_a_with_block_exit_whole_then_unwinds_the_rest(
         self, scaling_config, run_config, world_size, tmp_path
     ):
-        marks, others = str(tmp_path / "marks"), range(1, world_size)
-        os.mkdir(marks)
+        marks = Marks(tmp_path, world_size)
 
         def train_func():
             rank = train.get_context().get_world_rank()
             if rank == 0:  # fails once the others' blocks exit: the stop reaches them there
-                _wait_for_marks(marks, [f"cleaning-{r}" for r in others])
-                raise RuntimeError("rank 0 fails")
+                marks.fail_once_the_others_are("cleaning")
             try:
-                with SlowCleanUp(marks, rank):
+                with SlowCleanUp(marks.path, rank):
                     pass  # no exception: the block just ends (a temporary directory's would)
                 while True:  # the stop is taken here, after the exit, not at the grace's end
                     time.sleep(0.01)
             finally:
-                _touch(marks, f"unwound-{rank}")
+                _touch(marks.path, f"unwound-{rank}")
 
         with pytest.raises(TrainingFailedError, match="rank 0 fails"):
             self.fit(train_func, scaling_config, run_config)
-        assert sorted(os.listdir(marks)) == sorted(
-            f"{state}-{r}" for r in others for state in ("cleaning", "cleaned", "unwound")
-        )
+        assert marks.seen() == marks.of_the_others("cleaning", "cleaned", "unwound")
 
 
 class ProcessDeathContract(StoppedRankContract):
