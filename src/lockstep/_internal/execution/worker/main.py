@@ -29,6 +29,7 @@ from lockstep._internal.execution.messages import (
     WorkerStart,
 )
 from lockstep._internal.execution.worker import session as session_module
+from lockstep._internal.execution.worker import stopping
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.stack_text import stacks_text
 from lockstep._internal.execution.worker.stopping import (
@@ -296,7 +297,7 @@ def main() -> None:
 
 def run_process(fd: int, parent_pid: int) -> None:
     """Run the worker whose connection is ``fd``; exits the process when done."""
-    signal.signal(signal.SIGTERM, stop_handler)
+    stopping.install()
     die_with_parent(parent_pid)
     try:
         code = run_worker(Connection(fd), in_process=False)

@@ -21,6 +21,7 @@ from typing import Any
 
 from lockstep._internal.execution.worker import main as worker_main
 from lockstep._internal.execution.worker import session as session_module
+from lockstep._internal.execution.worker import stopping
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -39,7 +40,7 @@ def run_connected(address: tuple[str, int], key: bytes, rank: int, parent: int) 
     """Connect to the driver at ``address``, prove it with the run's ``key``, say this is
     worker ``rank`` and run as it; exits the process when done. ``parent`` is the process
     this one dies with (its node's agent, or the fork server that forked it)."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    stopping.install(_on_sigterm)
     worker_main.die_with_parent(parent)
     conn = Client(address, authkey=key)
     conn.send(rank)

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import posixpath
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -35,7 +36,7 @@ from lockstep._internal.execution.messages import (
     Stop,
     WorkerStart,
 )
-from lockstep._internal.execution.worker import phases, stopping
+from lockstep._internal.execution.worker import phases
 from lockstep._internal.execution.worker.link import DriverLink, DriverLostError, Reply
 from lockstep._internal.execution.worker.phases import PhasePage
 from lockstep._internal.execution.worker.positions import position_of, saved_positions
@@ -429,10 +430,9 @@ class WorkerSession:
         elif isinstance(message, CollectiveReply):
             self._link.resolve("collective", message.seq, message)
         elif isinstance(message, Stop) and self._on_driver_lost is not None:
-            # Raise in the main thread through the process's own SIGTERM handler (again
-            # until it is taken: it waits for a clean-up under way).
+            # Raise in the main thread through the process's own SIGTERM handler.
             self.stop_requested = True
-            stopping.signal_until_stopped()
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def stage_files(

@@ -3,26 +3,25 @@
 
 A stop is taken once, and not while a clean-up runs: while an exception already unwinds
 the code (the function failed, or the stop was taken), or while a ``with`` block exits (a
-``TemporaryDirectory`` removing its files, say). There it waits: whoever stops a worker
-signals it again every :data:`STOP_AGAIN_S` until it has ended (the worker group, the
-cluster agent, or the worker's own reader thread when the driver's ``Stop`` comes over the
-connection), so the stop lands at the first point past the clean-up. The grace's SIGKILL
-bounds it all.
+``TemporaryDirectory`` removing its files, say). There it waits: a thread of the worker's
+own signals the process again every :data:`STOP_AGAIN_S` until the stop is taken, so it
+lands at the first point past the clean-up. The grace's SIGKILL bounds it all. A stop that
+is taken at once (the common case) is the only signal the worker gets.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-# How often a worker that has not ended is signalled again (a deferred stop waits this long
-# at most past the clean-up it waited for).
+# How often a worker whose stop waits for a clean-up is signalled again (the stop lands at
+# most this long past it).
 STOP_AGAIN_S = 0.1
 
 _EXITS = frozenset({"__exit__", "__aexit__"})
@@ -34,7 +33,7 @@ class WorkerStopped(BaseException):
 
 class _Run:
     """The stop of the running function: whether it was taken, whether the function is
-    over (no stop is taken, and nobody signals again, past that)."""
+    over (no stop is taken, and none is asked for again, past that)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -43,25 +42,56 @@ class _Run:
 
 
 _run = _Run()
+_waiting_fd: int | None = None  # written by the handler when a stop waits (see install())
+
+
+def install(handler: Callable[[int, FrameType | None], None] | None = None) -> Any:
+    """Take SIGTERM as a stop in this process (with :func:`stop_handler`, or ``handler``,
+    which calls it), and start the thread that signals it again while a stop waits for a
+    clean-up (once per process: a Ray actor runs one function after another). Returns the
+    handler it replaced."""
+    global _waiting_fd
+    previous = signal.signal(signal.SIGTERM, handler or stop_handler)
+    if _waiting_fd is None:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)  # the handler never blocks on it
+        _waiting_fd = write_fd
+        thread = threading.Thread(target=_again, args=(read_fd,), name="lockstep-stop")
+        thread.daemon = True
+        # it takes no signal (it inherits this mask): each goes to the thread meant for it
+        # (the stack signal to its own thread, a stop to the main thread)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            thread.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return previous
 
 
 def begin_run() -> None:
-    """A function starts in this process (a Ray actor runs one after another)."""
+    """A function starts in this process."""
     global _run
     _run = _Run()
 
 
 def end_run() -> None:
-    """The function is over: no stop is taken from now on, and none is sent again."""
+    """The function is over: no stop is taken from now on, and none is asked for again."""
     with _run.lock:
         _run.over = True
 
 
 def stop_handler(signum: int, frame: FrameType | None) -> None:
     """SIGTERM's handler in a worker: raise :class:`WorkerStopped` where that cuts no
-    clean-up short (see the module's docstring); elsewhere the next signal does."""
+    clean-up short (see the module's docstring); elsewhere ask for the signal again."""
     run = _run
-    if run.taken or run.over or sys.exc_info()[1] is not None or _in_a_with_exit(frame):
+    if run.taken or run.over:
+        return
+    if sys.exc_info()[1] is not None or _in_a_with_exit(frame):
+        if _waiting_fd is not None:
+            try:
+                os.write(_waiting_fd, b"\0")
+            except BlockingIOError:
+                pass  # asked already, many times
         return
     run.taken = True
     raise WorkerStopped()
@@ -75,40 +105,22 @@ def _in_a_with_exit(frame: FrameType | None) -> bool:
     return False
 
 
-def signal_until_stopped() -> None:
-    """Signal this process SIGTERM now and every :data:`STOP_AGAIN_S` until its function
-    is over (from a thread of its own: never from a signal handler)."""
-
-    def again(run: _Run) -> None:
-        while True:
-            with run.lock:  # never after end_run(): a Ray actor restores Ray's handler then
-                if run.over:
-                    return
-                os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(STOP_AGAIN_S)
-
-    threading.Thread(target=again, args=(_run,), name="lockstep-stop", daemon=True).start()
-
-
-def wait_stopping(procs: list[Any], grace_s: float) -> None:
-    """Wait up to ``grace_s`` for ``procs`` (each with ``pid``, ``poll()`` and
-    ``wait(timeout)``), told to stop already, to end; signal each one still running
-    SIGTERM again every :data:`STOP_AGAIN_S` (itself only: what it started got the first)."""
-    deadline = time.monotonic() + grace_s
+def _again(read_fd: int) -> None:
+    """The thread that signals a waiting stop again, every :data:`STOP_AGAIN_S` until it
+    is taken or the function is over (from here: a signal handler takes no lock)."""
     while True:
-        running = [p for p in procs if p.poll() is None]
-        now = time.monotonic()
-        if not running or now >= deadline:
-            return
-        until = min(deadline, now + STOP_AGAIN_S)
-        for proc in running:
-            try:
-                proc.wait(timeout=max(0.0, until - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        os.read(read_fd, 4096)  # a stop waits
+        while True:
+            time.sleep(STOP_AGAIN_S)
+            run = _run
+            with run.lock:  # never after end_run(): a Ray actor restores Ray's handler then
+                if run.taken or run.over:
+                    break
+                os.kill(os.getpid(), signal.SIGTERM)
+        os.set_blocking(read_fd, False)  # what the handler wrote meanwhile is answered
+        try:
+            while os.read(read_fd, 4096):
                 pass
-        for proc in running:
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        except BlockingIOError:
+            pass
+        os.set_blocking(read_fd, True)

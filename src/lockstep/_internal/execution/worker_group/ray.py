@@ -80,12 +80,13 @@ class _RayWorker:
         self, address: tuple[str, int], authkey: bytes, start: WorkerStart, env: dict[str, str]
     ) -> int:
         from lockstep._internal.execution.worker import main as worker_main
+        from lockstep._internal.execution.worker import stopping
 
         os.environ.update(env)
         conn = Client(address, authkey=authkey)
         conn.send(start.context.world_rank)
         # Stopping a worker (a Stop over the connection, then SIGTERM) unwinds its code.
-        previous = signal.signal(signal.SIGTERM, worker_main.stop_handler)
+        previous = stopping.install()
         try:
             return worker_main.run_worker(conn, in_process=False, start=start, read_inline=False)
         except worker_main.WorkerStopped:

@@ -15,10 +15,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
 from lockstep._internal.execution.environments.base import without_launch_variables
-from lockstep._internal.execution.worker import stopping
 from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group import stacks as stack_files
 from lockstep._internal.execution.worker_group.cluster.messages import WorkerExited, WorkerLaunch
@@ -102,7 +102,12 @@ class NodeAgent:
         SIGKILL after ``grace_s``); the ends not reported before."""
         for proc in self._procs.values():
             _signal_group(proc.pid, signal.SIGTERM)
-        stopping.wait_stopping(list(self._procs.values()), grace_s)
+        deadline = time.monotonic() + grace_s
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
         for proc in self._procs.values():
             _signal_group(proc.pid, signal.SIGKILL)  # and whatever it started
         ends = [end for rank in list(self._procs) if (end := self.reap(rank, 5.0)) is not None]

@@ -24,7 +24,6 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
 from lockstep._internal.execution.plan import ExecutionPlan, Launcher, RankPlacement
-from lockstep._internal.execution.worker import stopping
 from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group.base import (
     ConnectedWorkerGroup,
@@ -188,7 +187,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         running = [p for p in self._procs.values() if p.poll() is None]
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
-        stopping.wait_stopping(running, grace)
+        _wait_all(running, grace)
 
     def _kill_workers(self) -> None:
         for proc in self._procs.values():
