@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -234,13 +235,15 @@ class CheckpointManager:
         return the names of what was there.
 
         Such directories come from a crash between a rename and the snapshot, or between the
-        snapshot and an eviction; neither was ever a committed, visible checkpoint.
+        snapshot and an eviction; neither was ever a committed, visible checkpoint. The
+        temporary copy of a file that a killed driver was replacing goes too.
         """
         listed = {r.dir_name for r in self.state.checkpoints}
+        local = isinstance(self._run_dir, storage.LocalDir)
         removed = []
         for name in self._run_dir.listdir():
             uncommitted = name.startswith(storage.CHECKPOINT_PREFIX) and name not in listed
-            if uncommitted or name == storage.STAGING_DIR:
+            if uncommitted or name == storage.STAGING_DIR or (local and _orphaned_copy(name)):
                 self._run_dir.remove(name)
                 removed.append(name)
         return removed
@@ -271,3 +274,18 @@ class CheckpointManager:
         # The latest stays until a newer one is committed: a restart resumes from it.
         kept = [r for r in ordered if r in best or r is latest]
         return kept, [r for r in ordered if r not in kept]
+
+
+def _orphaned_copy(name: str) -> bool:
+    """Whether ``name`` is the temporary copy (``FILE.tmp-PID``) of a file that a process
+    no longer alive was replacing (``StorageDir.write_atomic``)."""
+    _, sep, pid = name.rpartition(".tmp-")
+    if not sep or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False

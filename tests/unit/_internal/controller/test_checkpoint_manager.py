@@ -1,5 +1,7 @@
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -98,6 +100,18 @@ def test_reopen_continues_and_cleans_uncommitted(run_dir):
     commit(reopened, run_dir, 1)
     assert on_disk(run_dir) == ["checkpoint_000000", "checkpoint_000001"]
     assert json.loads(run_dir.read_text("run_state.json"))["next_checkpoint_index"] == 2
+
+
+def test_reopen_removes_the_copy_a_killed_driver_was_writing(run_dir):
+    # a driver killed while it replaced result.json left its temporary copy
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    for name in (f"result.json.tmp-{gone}", f"params.json.tmp-{os.getpid()}", "notes.tmp-x"):
+        with open(run_dir.join(name), "w") as f:
+            f.write("half")
+    removed = CheckpointManager.open(run_dir, CheckpointConfig()).remove_uncommitted()
+    assert removed == [f"result.json.tmp-{gone}"]  # a live writer's copy (this one's) stays
+    assert sorted(os.listdir(run_dir.path)) == ["notes.tmp-x", f"params.json.tmp-{os.getpid()}"]
 
 
 def test_ranks_merge_and_rank_zero_wins_a_name_collision(run_dir):
