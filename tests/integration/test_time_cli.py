@@ -25,6 +25,9 @@ TIME_KEYS = list(KEYS)  # the documented keys (tests/unit/_core/test_time_ledger
 
 
 def rank_one_is_slower(config):  # type: ignore[no-untyped-def]
+    # both ranks begin together (under load one may start a tenth of a second later: then
+    # its first step, not rank 1's, would be the slowest)
+    train.collective.barrier()
     for i in range(6):
         time.sleep(0.1 + 0.1 * train.get_context().get_world_rank())
         train.report({"loss": 1 / (i + 1)})
