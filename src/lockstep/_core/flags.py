@@ -106,6 +106,13 @@ FSYNC_ROWS = Flag(
     "machine loses none; by default rows are fsync'd with each checkpoint commit (a killed "
     "driver loses none either way).",
 )
+SEARCH_PROCESS = Flag(
+    "LOCKSTEP_SEARCH_PROCESS",
+    True,
+    "Whether a search algorithm that asks for it (OptunaSearch) runs in a forked process of "
+    "its own while an experiment runs (when the driver has no other thread); off keeps it "
+    "in the driver.",
+)
 FAULT_POINT = Flag(
     "LOCKSTEP_FAULT_POINT",
     "",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pickle
 import queue
 import time
 import traceback
@@ -52,6 +53,7 @@ from lockstep.tune._trial import (
 )
 from lockstep.tune._waiting import WaitingTrials
 from lockstep.tune.schedulers._base import Exploit, TrialScheduler
+from lockstep.tune.search._process import SearchProcess, SearchProcessError, runs_apart
 from lockstep.tune.search._searcher import Searcher
 
 
@@ -78,7 +80,21 @@ class _Ended:
     traceback: str | None = None
 
 
-_Event = _Report | _Recovering | _Ended
+@dataclasses.dataclass
+class _Suggested:
+    """The search process's answer to a request for the trial of ``key``."""
+
+    key: str
+    config: Any
+
+
+@dataclasses.dataclass
+class _SearchFailed:
+    error: BaseException
+
+
+_Event = _Report | _Recovering | _Ended | _Suggested | _SearchFailed
+_ASKED = object()  # the next trial was asked of the search process
 
 
 class TrialLink:
@@ -144,6 +160,13 @@ class TrialRunner:
         self._waiting = WaitingTrials(trials)
         self._self_limiting = _self_limiting(setup.searcher)
         self._function_parts: FunctionParts | None = None  # the first trial makes them
+        # The search in a process of its own (see search/_process.py), asked without
+        # waiting: _asking requests are out, each under a key of its own.
+        self._apart: SearchProcess | None = None
+        self._asking = 0
+        self._num_asked = num_created
+        self._hold_asks = False  # it answered "nothing now": ask again after another event
+        self._last_resources: dict[str, float] = {"CPU": 1.0}  # of the last trial created
         # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
         # per event would cost every trial once per event).
         self._shown = cast("list[Trial]", trials)
@@ -157,6 +180,8 @@ class TrialRunner:
         self._s.table.start(self.trials)
         completed = False
         try:
+            if runs_apart(self._s.searcher):
+                self._apart = SearchProcess(self._s.searcher, self._on_search_reply)
             self._loop()
             completed = True
         finally:
@@ -165,7 +190,12 @@ class TrialRunner:
             finally:
                 self._trial_threads.close(wait=not self._running)
                 self._journal.close()
-                self.save(status="finished" if completed else "interrupted")
+                apart = self._close_search()
+                try:
+                    self.save(status="finished" if completed else "interrupted")
+                finally:
+                    if apart is not None:
+                        apart.wait()  # it exited meanwhile
                 self._s.table.stop(self.trials, "done" if completed else "interrupted")
             if completed:
                 for callback in self._s.callbacks:
@@ -178,7 +208,7 @@ class TrialRunner:
                 callback.on_step_begin(self._iteration, self._shown)
             self._check_budget()
             self._start_trials()
-            if not self._running and self._nothing_left():
+            if not self._running and not self._asking and self._nothing_left():
                 return
             self._handle(self._events.get())
             while True:  # whatever else arrived meanwhile, before starting new trials
@@ -210,7 +240,8 @@ class TrialRunner:
             return False
         limit = self._s.num_samples
         capped = limit > 0 and self._num_created >= limit
-        if (capped and not self._self_limiting) or self._s.searcher.is_finished():
+        finished = self._apart.is_finished() if self._apart else self._s.searcher.is_finished()
+        if (capped and not self._self_limiting) or finished:
             self.search_finished = True
         return not self.search_finished
 
@@ -228,21 +259,40 @@ class TrialRunner:
     # -- starting trials --------------------------------------------------------------------
 
     def _start_trials(self) -> None:
-        while not self._stop_all and len(self._running) < self._s.max_concurrent:
+        while not self._stop_all and len(self._running) + self._asking < self._s.max_concurrent:
             trial = self._next_trial()
+            if trial is _ASKED:
+                continue
             if trial is None or not self._s.pool.fits(trial.resources):
                 return
             self._launch(trial)
 
-    def _next_trial(self) -> TuneTrial | None:
+    def _next_trial(self) -> Any:
         waiting = self._waiting.ordered()
         chosen = self._s.scheduler.choose_trial_to_run(self, waiting) if waiting else None
         if chosen is not None:
-            return chosen  # type: ignore[no-any-return]
+            return chosen
         if not self._searching():
             return None
+        if self._apart is not None:
+            return self._ask()
         trial_id = f"{self._s.experiment_dir.uri}:{self._num_created}"
-        config = self._s.searcher.suggest(trial_id)
+        return self._suggested(trial_id, self._s.searcher.suggest(trial_id))
+
+    def _ask(self) -> Any:
+        """Ask the search process for a trial (it comes back as a _Suggested event)."""
+        limit = self._s.num_samples
+        full = limit > 0 and self._num_created + self._asking >= limit
+        if self._hold_asks or (full and not self._self_limiting) or not self._room_to_ask():
+            return None
+        assert self._apart is not None
+        self._apart.suggest(f"{self._s.experiment_dir.uri}:{self._num_asked}")
+        self._num_asked += 1
+        self._asking += 1
+        return _ASKED
+
+    def _suggested(self, trial_id: str, config: Any) -> TuneTrial | None:
+        """The trial of the search's answer ``config`` (None for none), created."""
         if config == Searcher.FINISHED:
             self.search_finished = True
             return None
@@ -250,6 +300,7 @@ class TrialRunner:
             return None
         trial = self._s.new_trial(config)
         trial.search_key = trial_id  # type: ignore[attr-defined]
+        self._last_resources = trial.resources
         self._num_created += 1
         self.trials.append(trial)
         self._waiting.add(trial)
@@ -311,7 +362,18 @@ class TrialRunner:
 
     def _handle(self, event: _Event) -> None:
         self._iteration += 1
-        if isinstance(event, _Report):
+        if isinstance(event, _Suggested):
+            self._asking -= 1
+            trial = self._suggested(event.key, event.config)
+            if trial is None and event.config != Searcher.FINISHED:
+                self._hold_asks = True
+            elif trial is not None and self._can_launch(trial):
+                self._launch(trial)
+            return
+        self._hold_asks = False
+        if isinstance(event, _SearchFailed):
+            self._search_failed(event)
+        elif isinstance(event, _Report):
             try:
                 decision = self._on_report(event)
             except BaseException:
@@ -337,7 +399,7 @@ class TrialRunner:
                 callback.on_checkpoint(self._iteration, trials, trial, event.checkpoint)
         for callback in self._s.callbacks:
             callback.on_trial_result(self._iteration, trials, trial, result)
-        self._s.searcher.on_trial_result(_key(trial), result)
+        self._search("on_trial_result", _key(trial), result)
         self._s.table.update(trial)
         if trial.stop_requested or self._should_stop(trial, result):
             return TrialScheduler.STOP
@@ -391,7 +453,7 @@ class TrialRunner:
         self._waiting.set_status(trial, ERROR)
         self._journal.ended(trial)
         self._s.scheduler.on_trial_error(self, trial)
-        self._s.searcher.on_trial_complete(_key(trial), None, error=True)
+        self._search("on_trial_complete", _key(trial), None, True)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
             callback.on_trial_error(self._iteration, self._shown, trial)
@@ -403,7 +465,7 @@ class TrialRunner:
         # The search and the scheduler learn first: a callback that raises must not leave
         # the study with a trial it was never told about.
         self._s.scheduler.on_trial_complete(self, trial, trial.last_result)
-        self._s.searcher.on_trial_complete(_key(trial), trial.last_result)
+        self._search("on_trial_complete", _key(trial), trial.last_result)
         self._s.table.update(trial)
         for callback in self._s.callbacks:
             callback.on_trial_complete(self._iteration, self._shown, trial)
@@ -421,32 +483,90 @@ class TrialRunner:
         """Stop every running trial at its next report and wait for its run to end."""
         for trial in self.trials:
             trial.stop_requested = True
-        while self._running:
+        while self._running or self._asking:
             event = self._events.get()
-            if isinstance(event, _Recovering):
-                continue
-            if isinstance(event, _Report):
+            if isinstance(event, _Suggested):  # asked: restore runs it
+                self._asking -= 1
+                self._suggested(event.key, event.config)
+            elif isinstance(event, _SearchFailed):
+                if isinstance(event.error, SearchProcessError):
+                    self._asking = 0  # nothing more comes from a dead process
+            elif isinstance(event, _Report):
                 event.reply.put(Directive.PAUSE)  # the run stops restorable: restore runs it on
                 event.trial.last_result = event.result
                 event.trial.results.append(event.result)
                 if event.checkpoint is not None:
                     event.trial.checkpoint = event.checkpoint
-            else:
-                self._running.discard(event.trial.trial_id)
-                self._s.pool.release(event.trial.resources)
-                if event.outcome == "error":
-                    self._waiting.set_status(event.trial, ERROR)
-                    event.trial.error = event.error
-                    event.trial.error_text = event.traceback
-                    self._journal.ended(event.trial)
-                elif event.outcome == "done":  # it finished on its own meanwhile
-                    self._waiting.set_status(event.trial, TERMINATED)
-                    self._journal.ended(event.trial)
-                # a trial paused here stays unfinished: restore runs it on
+            elif isinstance(event, _Ended):
+                self._ended_in_shutdown(event)
+
+    def _ended_in_shutdown(self, event: _Ended) -> None:
+        self._running.discard(event.trial.trial_id)
+        self._s.pool.release(event.trial.resources)
+        if event.outcome == "error":
+            self._waiting.set_status(event.trial, ERROR)
+            event.trial.error = event.error
+            event.trial.error_text = event.traceback
+            self._journal.ended(event.trial)
+        elif event.outcome == "done":  # it finished on its own meanwhile
+            self._waiting.set_status(event.trial, TERMINATED)
+            self._journal.ended(event.trial)
+        # a trial paused here stays unfinished: restore runs it on
+
+    # -- the search ------------------------------------------------------------------------
+
+    def _search(self, method: str, *args: Any) -> None:
+        """Tell the search: in its process without waiting, or here."""
+        if self._apart is not None:
+            self._apart.send(method, *args)
+        else:
+            getattr(self._s.searcher, method)(*args)
+
+    def _on_search_reply(self, kind: str, key: Any, value: Any) -> None:
+        """In the search process's reader thread: its answer becomes an event."""
+        if kind == "suggested":
+            self._events.put(_Suggested(key, value))
+        else:
+            self._events.put(_SearchFailed(value))
+
+    def _search_failed(self, event: _SearchFailed) -> None:
+        if isinstance(event.error, SearchProcessError):
+            self._asking = 0  # nothing more comes from a dead process
+        raise event.error
+
+    def _room_to_ask(self) -> bool:
+        """Whether to ask for one more trial: while one fits beside the running ones and
+        those asked for (as big as the last trial created), and one beyond, as Ray Tune
+        keeps one trial of a search algorithm pending (``TUNE_MAX_PENDING_TRIALS_PG``):
+        the search suggests it while the others run."""
+        ahead = self._asking + sum(1 for t in self._waiting.ordered() if t.status == PENDING)
+        if not ahead:
+            return True
+        pool, need, count = self._s.pool, self._last_resources, ahead + 1
+        return all(
+            pool.used.get(k, 0) + v * count <= pool.total.get(k, 0) + v + 1e-9
+            for k, v in need.items()
+        )
+
+    def _can_launch(self, trial: TuneTrial) -> bool:
+        return (
+            not self._stop_all
+            and len(self._running) < self._s.max_concurrent
+            and self._s.pool.fits(trial.resources)
+        )
+
+    def _close_search(self) -> SearchProcess | None:
+        """End the search process: the searcher object holds its final state again."""
+        apart, self._apart = self._apart, None
+        if apart is not None:
+            apart.close(wait=False)
+        return apart
 
     def save(self, *, status: str) -> None:
         started = time.monotonic()
-        searcher = self._s.searcher
+        searcher: Any = self._s.searcher
+        if self._apart is not None:
+            searcher = _Pickled(self._apart.state())
         inner = getattr(searcher, "searcher", searcher)
         if hasattr(inner, "save_to_sqlite") and status != "running":
             inner.save_to_sqlite(self._s.experiment_dir.join(STUDY_FILE))
@@ -462,13 +582,23 @@ class TrialRunner:
                 "status": status,
                 "trials": self.trials,
                 "num_created": self._num_created,
-                "searcher": self._s.searcher,
+                "searcher": searcher,
                 "scheduler": self._s.scheduler,
                 "search_finished": self.search_finished,
                 "num_events": self._journal.num_lines,
             },
         )
         self._throttle.done(time.monotonic() - started)
+
+
+class _Pickled:
+    """An object already pickled (the searcher, by its process): it unpickles as itself."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return pickle.loads, (self._data,)
 
 
 def _key(trial: TuneTrial) -> str:

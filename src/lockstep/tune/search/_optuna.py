@@ -47,6 +47,10 @@ class OptunaSearch(Searcher):
         >>> search.on_trial_complete("t0", {"loss": config["x"] ** 2})
     """
 
+    # Optuna's sampler costs as much CPU per trial as a trivial trial: while an experiment
+    # runs, the study is kept in a process of its own (see search/_process.py).
+    runs_apart = True
+
     def __init__(
         self,
         space: Mapping[str, Any] | None = None,
