@@ -166,6 +166,8 @@ class TrialRunner:
         self._asking = 0
         self._num_asked = num_created
         self._hold_asks = False  # it answered "nothing now": ask again after another event
+        self._told = 0  # calls the search process was sent that tell it something
+        self._told_when_asked: dict[str, int] = {}
         self._last_resources: dict[str, float] = {"CPU": 1.0}  # of the last trial created
         # What the callbacks are given: the runner's own list, as Ray gives its own (a copy
         # per event would cost every trial once per event).
@@ -286,7 +288,9 @@ class TrialRunner:
         if self._hold_asks or (full and not self._self_limiting) or not self._room_to_ask():
             return None
         assert self._apart is not None
-        self._apart.suggest(f"{self._s.experiment_dir.uri}:{self._num_asked}")
+        key = f"{self._s.experiment_dir.uri}:{self._num_asked}"
+        self._apart.suggest(key)
+        self._told_when_asked[key] = self._told
         self._num_asked += 1
         self._asking += 1
         return _ASKED
@@ -364,8 +368,11 @@ class TrialRunner:
         self._iteration += 1
         if isinstance(event, _Suggested):
             self._asking -= 1
+            told = self._told_when_asked.pop(event.key, self._told)
             trial = self._suggested(event.key, event.config)
-            if trial is None and event.config != Searcher.FINISHED:
+            if trial is None and event.config != Searcher.FINISHED and told == self._told:
+                # "nothing now", knowing all there is: ask again once something happens
+                # (an answer given before results it was sent since is asked again at once)
                 self._hold_asks = True
             elif trial is not None and self._can_launch(trial):
                 self._launch(trial)
@@ -519,6 +526,7 @@ class TrialRunner:
         """Tell the search: in its process without waiting, or here."""
         if self._apart is not None:
             self._apart.send(method, *args)
+            self._told += 1
         else:
             getattr(self._s.searcher, method)(*args)
 
