@@ -90,6 +90,9 @@ class _Suggested:
 
 @dataclasses.dataclass
 class _SearchFailed:
+    """A call to the search process failed: a suggestion (its ``key``), or another."""
+
+    key: str | None
     error: BaseException
 
 
@@ -496,8 +499,7 @@ class TrialRunner:
                 self._asking -= 1
                 self._suggested(event.key, event.config)
             elif isinstance(event, _SearchFailed):
-                if isinstance(event.error, SearchProcessError):
-                    self._asking = 0  # nothing more comes from a dead process
+                self._no_answer_coming(event)
             elif isinstance(event, _Report):
                 event.reply.put(Directive.PAUSE)  # the run stops restorable: restore runs it on
                 event.trial.last_result = event.result
@@ -535,12 +537,17 @@ class TrialRunner:
         if kind == "suggested":
             self._events.put(_Suggested(key, value))
         else:
-            self._events.put(_SearchFailed(value))
+            self._events.put(_SearchFailed(key, value))
 
     def _search_failed(self, event: _SearchFailed) -> None:
+        self._no_answer_coming(event)
+        raise event.error
+
+    def _no_answer_coming(self, event: _SearchFailed) -> None:
         if isinstance(event.error, SearchProcessError):
             self._asking = 0  # nothing more comes from a dead process
-        raise event.error
+        elif event.key is not None and self._told_when_asked.pop(event.key, None) is not None:
+            self._asking -= 1  # the suggestion failed
 
     def _room_to_ask(self) -> bool:
         """Whether to ask for one more trial: while one fits beside the running ones and

@@ -54,8 +54,8 @@ class SearchProcessError(RuntimeError):
     """The search's process ended without being asked to (killed, out of memory)."""
 
 
-# What the runner hears, in the runner's loop: ("suggested", key, config) or
-# ("failed", None, exception).
+# What the runner hears, in the runner's loop: ("suggested", key, config) or ("failed",
+# key, exception), with the key of the suggestion that failed, or None.
 Reply = Callable[[str, Any, Any], None]
 
 
@@ -188,8 +188,8 @@ class SearchProcess:
                     return
             elif key in ("state", "close"):  # an error the caller waits for
                 self._answers.put((key, False, value))
-            else:
-                self._on_reply("failed", None, value)
+            else:  # the error of a suggestion (its key) or of a call (None)
+                self._on_reply("failed", key, value)
 
     def _died(self) -> SearchProcessError:
         self._reap()
@@ -243,7 +243,8 @@ def _answer(  # pragma: no cover - the child
 ) -> tuple[bool, bool]:
     """Make one call and answer it; a call nobody waits for is answered only by an error
     or a change of ``is_finished()``. Returns that and whether to end."""
-    key: Any = args[0] if args else kind
+    # what the answer is for: the trial's key, the request waited for, or nobody's
+    key: Any = args[0] if kind == "suggest" else None if kind == "call" else kind
     try:
         if kind == "suggest":
             # As the runner would check before asking: a search finished by the calls
@@ -254,7 +255,6 @@ def _answer(  # pragma: no cover - the child
             getattr(searcher, args[0])(*args[1:])
             out = ("done", key, None)
         else:  # state, close
-            key = kind
             out = ("answer", kind, pickling.dumps_plain(searcher, "the search algorithm"))
     except BaseException as exc:  # every error goes back to the driver
         out = ("error", key, _portable(exc))
