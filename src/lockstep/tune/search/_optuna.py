@@ -256,19 +256,10 @@ def _study_database(direction: Any) -> tuple[bytes, Any]:
 def _add_trials(path: str, study_id: int, trials: list[Any]) -> None:
     """Insert ``trials`` into the study of the SQLite file ``path``, a copy that nobody
     reads until it is whole: without a journal, and without a flush per transaction."""
-    import sqlite3
-
-    import sqlalchemy
-
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(path, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        return conn
-
-    engine = sqlalchemy.create_engine("sqlite://", creator=connect)
     try:
-        _bulk_add(engine, study_id, trials)
+        with _SQLITE.lock:
+            _SQLITE.path = path
+            _bulk_add(_SQLITE.engine(), study_id, trials)
     except Exception:
         import optuna  # Optuna's own path, one transaction per trial
 
@@ -280,8 +271,40 @@ def _add_trials(path: str, study_id: int, trials: list[Any]) -> None:
             study.add_trials(trials)
         finally:
             storage.engine.dispose()
-    finally:
-        engine.dispose()
+
+
+class _SqliteFiles:
+    """One SQLAlchemy engine for every copy of a study, each connection to the file of the
+    copy being written (``path``): SQLAlchemy caches its compiled statements per engine,
+    so that the second copy costs half the first."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.path = ""
+        self._engine: Any = None
+
+    def engine(self) -> Any:
+        if self._engine is None:
+            import sqlalchemy
+            from sqlalchemy.pool import NullPool
+
+            self._engine = sqlalchemy.create_engine(
+                "sqlite://", creator=self._connect, poolclass=NullPool
+            )
+        return self._engine
+
+    def _connect(self) -> Any:
+        import sqlite3
+
+        conn = sqlite3.connect(self.path, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        return conn
+
+
+_SQLITE = _SqliteFiles()
 
 
 def _bulk_add(engine: Any, study_id: int, trials: list[Any]) -> None:

@@ -97,6 +97,7 @@ class SearchProcess:
         self._lock = threading.Lock()  # one writer at a time (the runner's thread, close)
         self._closed = False
         self._exit: int | None = None
+        self._reaping = threading.Lock()
         self._reader = threading.Thread(target=self._read, name="lockstep-search", daemon=True)
         self._reader.start()
 
@@ -205,10 +206,11 @@ class SearchProcess:
         )
 
     def _reap(self) -> None:
-        if self._exit is None:
-            with contextlib.suppress(ChildProcessError):
-                _, status = os.waitpid(self.pid, 0)
-                self._exit = os.waitstatus_to_exitcode(status)
+        with self._reaping:  # the reader and the runner's thread may both find it dead
+            if self._exit is None:
+                with contextlib.suppress(ChildProcessError):
+                    _, status = os.waitpid(self.pid, 0)
+                    self._exit = os.waitstatus_to_exitcode(status)
 
 
 _MAX_FD = 1 << 20
