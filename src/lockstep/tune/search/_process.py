@@ -28,6 +28,7 @@ import queue
 import signal
 import threading
 import traceback
+import warnings
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
@@ -88,10 +89,19 @@ class SearchProcess:
         # (which request it answers, whether it succeeded, the answer or the error)
         self._answers: queue.SimpleQueue[tuple[str | None, bool, Any]] = queue.SimpleQueue()
         ours, theirs = Pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # pragma: no cover - the child (measured by the tests' results)
-            ours.close()
-            _serve(searcher, theirs)
+        # Held until the child ignores them (a Ctrl-C right now is the driver's alone)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _DRIVERS_SIGNALS)
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12 warns of any thread, counting native pools (OpenBLAS's),
+                # which handle a fork themselves; runs_apart() checks for Python threads.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.pid = os.fork()
+            if self.pid == 0:  # the child
+                ours.close()
+                _serve(searcher, theirs, held)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         theirs.close()
         self._conn = ours
         self._lock = threading.Lock()  # one writer at a time (the runner's thread, close)
@@ -213,15 +223,21 @@ class SearchProcess:
                     self._exit = os.waitstatus_to_exitcode(status)
 
 
+# -- the child -------------------------------------------------------------------------------
+
 _MAX_FD = 1 << 20
+_DRIVERS_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _serve(searcher: Searcher, conn: Connection) -> None:  # pragma: no cover - the child
+def _serve(searcher: Searcher, conn: Connection, held: set[signal.Signals]) -> None:
     """The child: make each call in order, answer it, until told to close or the driver's
     end of the pipe closes (the driver died); never return into the driver's code."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the driver's handler
+        # Ctrl-C and a scheduler's SIGTERM are the driver's to handle: the process ends
+        # when the driver's end of the pipe closes, after the state the driver asks for.
+        for signum in _DRIVERS_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         # Only the pipe and the standard streams: a copy of the driver's other files
         # (a worker's pipe, a socket) would keep them open after the driver closed them.
         os.closerange(3, conn.fileno())
@@ -240,7 +256,7 @@ def _serve(searcher: Searcher, conn: Connection) -> None:  # pragma: no cover - 
         os._exit(0)
 
 
-def _answer(  # pragma: no cover - the child
+def _answer(
     searcher: Searcher, conn: Connection, kind: str, args: tuple[Any, ...], finished: bool
 ) -> tuple[bool, bool]:
     """Make one call and answer it; a call nobody waits for is answered only by an error
@@ -266,14 +282,14 @@ def _answer(  # pragma: no cover - the child
     return finished, kind == "close"
 
 
-def _safe_finished(searcher: Searcher) -> bool:  # pragma: no cover - the child
+def _safe_finished(searcher: Searcher) -> bool:
     try:
         return bool(searcher.is_finished())
     except Exception:  # the next call reports the error
         return False
 
 
-def _portable(exc: BaseException) -> BaseException:  # pragma: no cover - the child
+def _portable(exc: BaseException) -> BaseException:
     """``exc`` with the child's traceback as a note, as something that pickles."""
     text = "".join(traceback.format_exception(exc))
     try:

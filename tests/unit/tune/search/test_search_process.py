@@ -132,10 +132,11 @@ def test_a_killed_process_is_named_and_the_search_stays_as_it_was():
     assert not psutil.pid_exists(apart.process.pid)  # reaped, not a zombie
 
 
-def test_ctrl_c_is_left_to_the_driver():
+def test_ctrl_c_and_sigterm_are_left_to_the_driver():
     apart = Apart(search(seed=0))
     try:
         os.kill(apart.process.pid, signal.SIGINT)
+        os.kill(apart.process.pid, signal.SIGTERM)
         kind, _, config = apart.suggest("t0")
         assert kind == "suggested" and set(config) == {"x", "y"}
     finally:
