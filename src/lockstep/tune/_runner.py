@@ -17,6 +17,7 @@ import pickle
 import queue
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -185,8 +186,7 @@ class TrialRunner:
         self._s.table.start(self.trials)
         completed = False
         try:
-            if runs_apart(self._s.searcher):
-                self._apart = SearchProcess(self._s.searcher, self._on_search_reply)
+            self._start_search_process()
             self._loop()
             completed = True
         finally:
@@ -569,6 +569,17 @@ class TrialRunner:
             and len(self._running) < self._s.max_concurrent
             and self._s.pool.fits(trial.resources)
         )
+
+    def _start_search_process(self) -> None:
+        if not runs_apart(self._s.searcher):
+            return
+        try:
+            self._apart = SearchProcess(self._s.searcher, self._on_search_reply)
+        except OSError as exc:  # no process to be had (a memory or process limit)
+            warnings.warn(
+                f"the search algorithm stays in the driver: no process of its own ({exc})",
+                stacklevel=3,
+            )
 
     def _close_search(self) -> SearchProcess | None:
         """End the search process: the searcher object holds its final state again."""

@@ -159,7 +159,13 @@ class SearchProcess:
     # -- the driver's side ------------------------------------------------------------------
 
     def _send(self, request: tuple[str, tuple[Any, ...]]) -> None:
-        data = pickling.dumps_plain(request, "a call to the search algorithm")
+        try:
+            data = pickling.dumps_plain(request, "a call to the search algorithm")
+        except Exception:
+            # A result may hold what does not pickle (a file, a generator): the search
+            # gets its text, as result.json does, where it would have got the object.
+            kind, args = request
+            data = pickling.dumps_plain((kind, tuple(_portable_arg(a) for a in args)), "a call")
         with self._lock:
             try:
                 self._conn.send_bytes(data)
@@ -298,6 +304,17 @@ def _portable(exc: BaseException) -> BaseException:
         exc = RuntimeError(f"{type(exc).__name__}: {exc}")
     exc.add_note(f"raised in the search algorithm's process:\n{text}")
     return exc
+
+
+def _portable_arg(value: Any) -> Any:
+    """``value`` with what does not pickle in it (a dict's values) as its text."""
+    if isinstance(value, dict):
+        return {k: _portable_arg(v) for k, v in value.items()}
+    try:
+        pickle.dumps(value)
+    except Exception:  # what fails to pickle is replaced, not its reason
+        return repr(value)
+    return value
 
 
 def _adopt(searcher: Any, final: Any) -> None:

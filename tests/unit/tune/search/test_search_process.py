@@ -132,6 +132,40 @@ def test_a_killed_process_is_named_and_the_search_stays_as_it_was():
     assert not psutil.pid_exists(apart.process.pid)  # reaped, not a zombie
 
 
+def test_a_result_holding_what_does_not_pickle_reaches_the_search_as_text():
+    apart = Apart(search(seed=0))
+    try:
+        apart.suggest("t0")
+        with open(os.devnull) as unpicklable:
+            result = {"loss": 0.5, "training_iteration": 1, "file": unpicklable}
+            apart.process.send("on_trial_result", "t0", result)
+        saved = pickle.loads(apart.process.state())
+        assert saved.study.trials[0].intermediate_values == {1: 0.5}
+    finally:
+        apart.close()
+
+
+def test_a_driver_that_cannot_fork_keeps_the_search_and_says_so(tmp_path, monkeypatch):
+    # as in a driver of one thread (another test may have left one here): it forks
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    searcher = OptunaSearch(seed=0)
+    with pytest.warns(UserWarning, match="stays in the driver"):
+        grid = tune.Tuner(
+            lambda config: tune.report({"loss": loss(config)}),
+            param_space=SPACE,
+            tune_config=tune.TuneConfig(
+                metric="loss", mode="min", search_alg=searcher, num_samples=3
+            ),
+            run_config=tune.RunConfig(storage_path=str(tmp_path), name="e", verbose=0),
+        ).fit()
+    assert len(grid) == 3 and len(searcher.study.trials) == 3
+
+
 def test_ctrl_c_and_sigterm_are_left_to_the_driver():
     apart = Apart(search(seed=0))
     try:
