@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import optuna
 import pytest
 
 import lockstep.data as ld
@@ -186,6 +187,53 @@ def test_restore_after_killing_the_driver_finishes_only_the_unfinished_trials(tm
     rerun_x = {int(line.split()[0]) for line in rerun}
     assert rerun_x.isdisjoint(finished_before)
     assert 2 in rerun_x and "2 1" in rerun  # the killed trial went on from its checkpoint
+
+
+SEARCH_DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    from lockstep import tune
+    from lockstep.tune.search.optuna import OptunaSearch
+
+    storage = sys.argv[1]
+
+    def objective(config):
+        names = os.listdir(os.path.join(storage, "exp"))
+        killed = os.path.join(storage, "killed")
+        # four trials ended since the first snapshot: the driver dies (once)
+        if sum(n.startswith("objective") for n in names) == 5 and not os.path.exists(killed):
+            open(killed, "w").close()
+            os.kill(os.getpid(), 9)
+        tune.report({"loss": (config["x"] - 1) ** 2})
+
+    tune.Tuner(objective, param_space={"x": tune.uniform(-3, 3)},
+               tune_config=tune.TuneConfig(metric="loss", mode="min", num_samples=8,
+                                           search_alg=OptunaSearch(seed=0),
+                                           max_concurrent_trials=1),
+               run_config=tune.RunConfig(name="exp", storage_path=storage, verbose=0)).fit()
+    """
+)
+
+
+@pytest.mark.parametrize("where", ["process", "driver"])
+def test_a_restored_search_knows_the_trials_that_ended_after_its_last_snapshot(tmp_path, where):
+    env = {**os.environ, "LOCKSTEP_SEARCH_PROCESS": "1" if where == "process" else "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", SEARCH_DRIVER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    results = tune.Tuner.restore(str(tmp_path / "exp")).fit()
+    assert len(results) == 8 and results.num_errors == 0
+    storage = f"sqlite:///{tmp_path / 'exp' / 'optuna.db'}"
+    study = optuna.load_study(study_name="lockstep", storage=storage)
+    # every trial that ended before the kill is in the study, with its result
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 8
+    assert sorted(t.value for t in study.trials) == sorted(r.metrics["loss"] for r in results)
+    optuna.storages.RDBStorage(storage).engine.dispose()
 
 
 def pbt_loop(config):

@@ -197,7 +197,10 @@ class TrialRunner:
                 self._journal.close()
                 apart = self._close_search()
                 try:
-                    self.save(status="finished" if completed else "interrupted")
+                    if apart is None or not apart.lost:
+                        self.save(status="finished" if completed else "interrupted")
+                    # else the last snapshot and the journal stand, as for a killed
+                    # driver: the searcher here knows nothing the process learned
                 finally:
                     if apart is not None:
                         apart.wait()  # it exited meanwhile

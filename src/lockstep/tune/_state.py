@@ -133,13 +133,16 @@ def read_journal(exp_dir: storage.StorageDir) -> list[dict[str, Any]]:
     return records
 
 
-def replay_journal(state: dict[str, Any], exp_dir: storage.StorageDir) -> None:
-    """Bring the snapshot ``state`` up to date with the journal lines written after it."""
+def replay_journal(state: dict[str, Any], exp_dir: storage.StorageDir) -> list[Any]:
+    """Bring the snapshot ``state`` up to date with the journal lines written after it.
+    Returns the trials that ended after it, whose results the snapshot's searcher never
+    learned (see :func:`tell_ended`)."""
     import base64
 
     import cloudpickle
 
     trials = {t.trial_id: t for t in state["trials"]}
+    ended: dict[str, Any] = {}
     for record in read_journal(exp_dir)[state.get("num_events", 0) :]:
         if record["event"] == "created" and record["trial_id"] not in trials:
             trial = cloudpickle.loads(base64.b64decode(record["trial"]))
@@ -151,3 +154,16 @@ def replay_journal(state: dict[str, Any], exp_dir: storage.StorageDir) -> None:
             trials[trial.trial_id] = trial
         elif record["event"] == "ended" and record["trial_id"] in trials:
             trials[record["trial_id"]].status = record["status"]
+            ended[record["trial_id"]] = trials[record["trial_id"]]
+    return list(ended.values())
+
+
+def tell_ended(searcher: Any, trials: list[Any]) -> None:
+    """Tell ``searcher`` the results of ``trials``, which ended after its snapshot (read
+    back from their directories): restored, it knows every finished trial."""
+    for trial in trials:
+        key = str(getattr(trial, "search_key", trial.trial_id))
+        if trial.status == "ERROR":
+            searcher.on_trial_complete(key, None, error=True)
+        elif trial.status == "TERMINATED":
+            searcher.on_trial_complete(key, dict(trial.last_result) or None)

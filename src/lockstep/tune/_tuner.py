@@ -18,7 +18,13 @@ from lockstep.tune._progress import TrialTable
 from lockstep.tune._resources import ResourcePool, machine_resources
 from lockstep.tune._result_grid import ResultGrid
 from lockstep.tune._runner import RunnerSetup, TrialRunner
-from lockstep.tune._state import TUNER_FILE, has_state, read_state, replay_journal
+from lockstep.tune._state import (
+    TUNER_FILE,
+    has_state,
+    read_state,
+    replay_journal,
+    tell_ended,
+)
 from lockstep.tune._stopper import Stopper, as_stopper
 from lockstep.tune._trainable import TrainerTrainable, trainable_name, trial_resources
 from lockstep.tune._trial import ERROR, PAUSED, PENDING, RUNNING, TuneTrial, safe_dirname
@@ -387,8 +393,9 @@ class Tuner:
                 )
             trainable = cloudpickle.loads(saved["trainable"])
         state = read_state(exp_dir)
-        replay_journal(state, exp_dir)
+        ended = replay_journal(state, exp_dir)
         _reset_trials(state["trials"], resume_unfinished, resume_errored, restart_errored)
+        tell_ended(state["searcher"], ended)
         parent, _sep, exp_name = exp_dir.uri.rstrip("/").rpartition("/")
         run_config = dataclasses.replace(saved["run_config"], name=exp_name, storage_path=parent)
         return cls(

@@ -106,6 +106,7 @@ class SearchProcess:
         self._conn = ours
         self._lock = threading.Lock()  # one writer at a time (the runner's thread, close)
         self._closed = False
+        self.lost = False  # the child died: the searcher here knows nothing it learned
         self._exit: int | None = None
         self._reaping = threading.Lock()
         self._reader = threading.Thread(target=self._read, name="lockstep-search", daemon=True)
@@ -142,6 +143,7 @@ class SearchProcess:
             final = pickle.loads(self._answer("close"))
         except SearchProcessError:
             final = None
+            self.lost = True
         finally:
             self._closed = True
             self._reader.join()

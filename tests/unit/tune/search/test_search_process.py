@@ -286,6 +286,9 @@ elif mode == "kill":
         out["error"] = f"{type(exc).__name__}: {exc}"
     grid = tune.Tuner.restore(os.path.join(storage, mode), trainable=objective).fit()
     out["restored"] = sorted(r.metrics["loss"] for r in grid)
+    db = "sqlite:///" + os.path.join(storage, mode, "optuna.db")
+    study = optuna.load_study(study_name="lockstep", storage=db)
+    out["study_states"] = [t.state.name for t in study.trials]
 else:
     grid = tuner(search, concurrent=1).fit()
     out["configs"] = [r.config for r in grid]
@@ -332,4 +335,6 @@ def test_a_killed_search_process_ends_the_experiment_restorably(tmp_path):
     assert out["error"].startswith("SearchProcessError: the search algorithm's process")
     assert "killed by signal 9" in out["error"]
     assert len(out["restored"]) == 20  # restore ran the rest, with a process of its own
+    # the restored study knows the trials that ended after the last snapshot, too
+    assert out["study_states"] == ["COMPLETE"] * 20
     assert out["children_after"] == 0
