@@ -498,20 +498,8 @@ class _TimeFiles:
         return (list(figures), sources) if figures else None
 
     def write_json(self, data: bytes) -> None:
-        run_dir = self._run_dir
-        if not isinstance(run_dir, storage.LocalDir):
-            run_dir.write_atomic(TIME_FILE, data)
-            return
-        target = run_dir.join(TIME_FILE)
-        tmp = f"{target}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)  # readers see the old file or the new one, whole
-        except OSError:
-            if os.path.lexists(tmp):
-                os.remove(tmp)  # a full disk: the old file stays, no half copy beside it
-            raise
+        # readers see the old file or the new one, whole; not flushed (derived figures)
+        self._run_dir.write_atomic(TIME_FILE, data, fsync=False)
 
     def write_figures(self, values: array.array[float]) -> None:
         if not isinstance(self._run_dir, storage.LocalDir):
