@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -207,13 +208,16 @@ def read_results(run_dir: storage.StorageDir) -> list[dict[str, Any]]:
 
 def parse_result_lines(text: str) -> list[dict[str, Any]]:
     """The rows of JSON-lines text; a line cut short by a crash mid-write is skipped."""
-    rows = []
-    for line in text.splitlines():
+    return list(iter_result_lines(text.splitlines()))
+
+
+def iter_result_lines(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """:func:`parse_result_lines` a line at a time (a file read as it goes)."""
+    for line in lines:
         try:
-            rows.append(json.loads(line))
+            yield json.loads(line)
         except json.JSONDecodeError:
             continue
-    return rows
 
 
 def user_metrics(row: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 from lockstep._core import flags, storage
 from lockstep._core.json_text import readable_json
 from lockstep._core.mappings import flatten_dict
-from lockstep._core.result import parse_result_lines, read_results
+from lockstep._core.result import iter_result_lines, parse_result_lines, read_results
 from lockstep._core.storage import open_append, write_all
 
 
@@ -276,14 +276,9 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _rows_of(run_dir: storage.StorageDir) -> Iterator[dict[str, Any]]:
-    """The rows of a local run's result.json, read a line at a time (a line cut short by a
-    crash mid-write is skipped, as :func:`parse_result_lines` does)."""
+    """The rows of a local run's result.json, read a line at a time."""
     with open(run_dir.join(storage.RESULTS_FILE), "rb") as f:
-        for line in f:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        yield from iter_result_lines(f)
 
 
 def _last_row_and_columns(run_dir: storage.StorageDir) -> tuple[dict[str, Any] | None, list[str]]:
