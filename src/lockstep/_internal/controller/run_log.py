@@ -55,14 +55,16 @@ class RunLog:
     commit and at the end of the run).
     """
 
-    def __init__(self, run_dir: storage.StorageDir) -> None:
+    def __init__(self, run_dir: storage.StorageDir, *, scan: bool = True) -> None:
+        """``scan=False``: the caller reconciles at once, which reads every row
+        (locally, the rows are not read twice)."""
         self._run_dir = run_dir
         local = isinstance(run_dir, storage.LocalDir)
         self._journal = None if local else Journal.of(run_dir)
         if self._journal is None:
             # Locally the rows stay in result.json: only the last is read into memory (and
             # every row's columns), so opening a long run does not hold all its rows.
-            last, self._columns = _last_row_and_columns(run_dir)
+            last, self._columns = _last_row_and_columns(run_dir) if scan else (None, [])
             self._rows = [last] if last is not None else []
         else:
             self._rows = _merged(read_results(run_dir), self._journal.rows())

@@ -529,7 +529,7 @@ def _reconciled(checkpoints: CheckpointManager) -> RunLog:
     """The run log, after removing what the state does not list as committed (staging,
     checkpoint directories, the rows of checkpoints never committed), with one log line."""
     swept = checkpoints.remove_uncommitted()
-    run_log = RunLog(checkpoints.run_dir)
+    run_log = RunLog(checkpoints.run_dir, scan=False)
     dropped = run_log.reconcile(
         lambda row: (
             (name := row.get("checkpoint_dir_name")) is None
