@@ -237,7 +237,7 @@ _MAX_FD = 1 << 20
 _DRIVERS_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _serve(searcher: Searcher, conn: Connection, held: set[signal.Signals]) -> None:
+def _serve(searcher: Searcher, conn: Connection, held: set[int | signal.Signals]) -> None:
     """The child: make each call in order, answer it, until told to close or the driver's
     end of the pipe closes (the driver died); never return into the driver's code."""
     try:
