@@ -55,7 +55,7 @@ from lockstep.tune._trial import (
 from lockstep.tune._waiting import WaitingTrials
 from lockstep.tune.schedulers._base import Exploit, TrialScheduler
 from lockstep.tune.search._process import SearchProcess, SearchProcessError, runs_apart
-from lockstep.tune.search._searcher import Searcher
+from lockstep.tune.search._searcher import Searcher, innermost
 
 
 @dataclasses.dataclass
@@ -636,10 +636,7 @@ def _key(trial: TuneTrial) -> str:
 
 def _self_limiting(searcher: Searcher) -> bool:
     """Whether the searcher knows its own number of trials (the variant generator)."""
-    inner = searcher
-    while hasattr(inner, "searcher"):
-        inner = inner.searcher
-    return hasattr(inner, "total_trials")
+    return hasattr(innermost(searcher), "total_trials")
 
 
 def _directive(decision: Any) -> Directive:

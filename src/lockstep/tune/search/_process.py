@@ -34,17 +34,14 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from lockstep._core import flags, pickling
-from lockstep.tune.search._searcher import Searcher
+from lockstep.tune.search._searcher import Searcher, innermost
 
 
 def runs_apart(searcher: Searcher) -> bool:
     """Whether ``searcher`` is worth a process of its own (its innermost search says so
     with ``runs_apart = True``), and this driver can fork one safely now."""
-    inner: Any = searcher
-    while hasattr(inner, "searcher"):
-        inner = inner.searcher
     return (
-        bool(getattr(inner, "runs_apart", False))
+        bool(getattr(innermost(searcher), "runs_apart", False))
         and flags.SEARCH_PROCESS.get()
         and hasattr(os, "fork")
         and threading.active_count() == 1

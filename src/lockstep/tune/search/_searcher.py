@@ -70,6 +70,14 @@ class Searcher:
         return False
 
 
+def innermost(searcher: Searcher) -> Any:
+    """The search inside ``searcher``'s wrappers (itself when it wraps none)."""
+    inner: Any = searcher
+    while hasattr(inner, "searcher"):
+        inner = inner.searcher
+    return inner
+
+
 class _Wrapper(Searcher):
     """A searcher around another one (``searcher``), whose metric and mode it shares."""
 
