@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -303,12 +304,35 @@ def _pruned(
 
 def _applies(expression: Any, schema: Any) -> bool:
     """Whether ``expression`` evaluates on rows of ``schema`` (its columns exist, its types
-    compare)."""
+    compare). Asked once per file of a filtered read, whose files mostly share a schema:
+    answered once per expression and schema (a check costs 0.1 ms). Only the last few are
+    kept: the cache holds its expressions, and one may hold a large value set."""
+    return _applies_to(_Same(expression), schema)
+
+
+@functools.lru_cache(maxsize=4)
+def _applies_to(expression: _Same, schema: Any) -> bool:
     try:
-        schema.empty_table().filter(expression)
+        schema.empty_table().filter(expression.value)
     except Exception:  # pyarrow raises several types for a bad field or type
         return False
     return True
+
+
+class _Same:
+    """``value`` as a cache key, by identity (pyarrow's expressions cannot be hashed); the
+    key holds it, so its id is not reused while the key is cached."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
 
 
 def _ruled_out(source: ParquetSource, expression: Any) -> bool:

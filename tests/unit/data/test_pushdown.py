@@ -96,3 +96,28 @@ def test_a_filter_after_a_split_is_not_pushed_into_the_window(tmp_path):
     pq.write_table(pa.table({"x": range(10)}), tmp_path / "f.parquet", row_group_size=3)
     first, _ = ld.read_parquet(str(tmp_path)).split(2)
     assert [r["x"] for r in first.filter(expr=pc.field("x") >= 3).take_all()] == [3, 4]
+
+
+def test_a_filter_is_checked_once_per_schema_not_once_per_file(tmp_path):
+    from lockstep.data import _parquet
+
+    for part in range(10):
+        pq.write_table(pa.table({"x": [part]}), tmp_path / f"f{part}.parquet")
+    _parquet._applies_to.cache_clear()
+    ds = ld.read_parquet(str(tmp_path)).filter(expr=pc.field("x") >= 5)
+    assert not ds._plan.ops  # pushed into every file
+    info = _parquet._applies_to.cache_info()
+    assert (info.misses, info.hits) == (1, 9)
+    assert sorted(r["x"] for r in ds.take_all()) == [5, 6, 7, 8, 9]
+
+
+def test_the_check_of_a_filter_answers_for_each_schema_apart():
+    from lockstep.data import _parquet
+
+    expression = pc.field("y") > 0
+    with_y = pa.schema([("x", pa.int64()), ("y", pa.int64())])
+    without_y = pa.schema([("x", pa.int64())])
+    assert _parquet._applies(expression, with_y)
+    assert not _parquet._applies(expression, without_y)
+    assert _parquet._applies(expression, with_y)
+    assert not _parquet._applies(pc.field("y") > "text", with_y)  # the types do not compare
