@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -58,6 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # session can find them at its end even after they were orphaned.
     os.environ[SESSION_MARK] = f"{os.getpid()}-{worker}"
     config.stash[_BASE] = base
+    # A shell that starts the suite in the background (`pytest &`) ignores SIGINT, and an
+    # ignored signal stays ignored in every process started from here: the Ctrl-C tests
+    # would press a key nobody hears. The session takes it as a terminal's Ctrl-C comes.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
