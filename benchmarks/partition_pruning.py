@@ -1,8 +1,9 @@
 """Filters and column selections pushed into parquet reads, each against the full read.
 
 Data: 10 hive partitions (``part=0`` .. ``part=9``) of 200,000 rows x 4 float64 columns and
-a sorted int64 ``key`` each, row groups of 20,000 rows, written with
-``pyarrow.parquet.write_to_dataset``. Every read goes through
+a sorted int64 ``key`` each, written with ``pyarrow.parquet.write_to_dataset`` with
+``row_group_size=20,000`` (it cuts its 32,768-row batches, so the groups hold 20,000 and
+12,768 rows in turn). Every read goes through
 ``lockstep.data.read_parquet(root)`` and pulls every row into Arrow (``to_arrow()``), best of
 ``--repeats`` each, in the same run as the full read:
 
