@@ -125,6 +125,8 @@ def main() -> None:
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     walls: dict[str, list[float]] = {"lockstep": [], "one process": [], "torchrun": []}
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as folder:
+        # torchrun's agent leaves its torchelastic_* directories behind: in here, they go
+        env["TMPDIR"] = folder
         ours = os.path.join(folder, "with_lockstep.py")
         plain = os.path.join(folder, "plain_ddp.py")
         with open(ours, "w") as f:
