@@ -15,7 +15,7 @@ from lockstep._core.checkpoint import Checkpoint
 from lockstep.train._session import report
 
 
-class RayTrainReportCallback(transformers.TrainerCallback):
+class RayTrainReportCallback(transformers.TrainerCallback):  # type: ignore[misc]
     """Reports each log and evaluation of a ``transformers.Trainer``, and each save with
     the saved checkpoint, to lockstep; as Ray's ``RayTrainReportCallback``.
 
@@ -54,7 +54,7 @@ class RayTrainReportCallback(transformers.TrainerCallback):
         control: transformers.TrainerControl,
         **kwargs: Any,
     ) -> None:
-        source = transformers.trainer_utils.get_last_checkpoint(args.output_dir)  # type: ignore[no-untyped-call]
+        source = transformers.trainer_utils.get_last_checkpoint(args.output_dir)
         metrics = self._metrics(state)
         if source is None or not state.is_world_process_zero:
             report(metrics)
@@ -104,7 +104,7 @@ def prepare_trainer(trainer: transformers.Trainer) -> transformers.Trainer:
     """
     base: type[transformers.Trainer] = trainer.__class__
 
-    class LockstepTransformersTrainer(base):  # type: ignore[valid-type,misc]
+    class LockstepTransformersTrainer(base):  # type: ignore[misc]
         def get_train_dataloader(self) -> DataLoader[Any]:
             if _is_batches(self.train_dataset):
                 return _loader(self.train_dataset)
