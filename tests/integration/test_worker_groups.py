@@ -84,3 +84,36 @@ class TestClusterWorkerGroup(StoppedRankContract):
         # (a joined process passes SIGTERM on to its driver: it may be between two fits)
         member.kill()
         member.wait(timeout=30)
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_workers_with_more_threads_than_cpus_start_with_openmp_sleeping(
+    start, monkeypatch, tmp_path
+):
+    """OpenMP's idle threads spin by default: where the workers' threads outnumber the
+    CPUs, that spinning takes the CPUs the other workers' threads wait for."""
+    from lockstep._internal.execution.capacity import usable_cpus
+    from lockstep.testing import fit_all_ranks
+    from lockstep.train import DataParallelTrainer, RunConfig
+
+    monkeypatch.setenv("LOCKSTEP_WORKER_START", start)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    have = usable_cpus()
+
+    def threads():
+        return os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY")
+
+    def fit(num_workers):
+        trainer = DataParallelTrainer(
+            threads,
+            scaling_config=ScalingConfig(
+                num_workers=num_workers, resources_per_worker={"CPU": have}
+            ),
+            run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+        )
+        return fit_all_ranks(trainer)
+
+    assert fit(1) == [(str(have), None)]
+    with pytest.warns(UserWarning, match="the workers will share CPUs"):
+        assert fit(2) == [(str(have), "PASSIVE")] * 2

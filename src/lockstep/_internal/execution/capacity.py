@@ -12,11 +12,19 @@ own: ``resolve.local_capacity`` (this machine), ``worker_group.ray.ray_capacity`
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 
 from lockstep._core.config import ScalingConfig
 
 NodeResources = dict[str, float]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class CapacityChanged(RuntimeError):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import socket
 import sys
 import warnings
@@ -35,6 +34,7 @@ from collections.abc import Callable, Mapping
 
 from lockstep._core import accelerators, flags
 from lockstep._core.config import ScalingConfig
+from lockstep._internal.execution.capacity import usable_cpus
 from lockstep._internal.execution.environments import sagemaker
 from lockstep._internal.execution.environments.base import Launch
 from lockstep._internal.execution.environments.detect import detect
@@ -420,13 +420,6 @@ def _warn_cpu_oversubscription(scaling: ScalingConfig) -> None:
             'fewer CPUs each with resources_per_worker={"CPU": ...}',
             stacklevel=users_frame(),
         )
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def local_capacity(scaling: ScalingConfig) -> list[dict[str, float]]:

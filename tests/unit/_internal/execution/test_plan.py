@@ -175,6 +175,24 @@ def test_more_cpus_than_there_are_is_a_warning_for_inline_and_processes_alike():
             resolve.resolve_plan(scaling)
 
 
+def test_workers_with_more_threads_than_cpus_let_openmp_sleep_unless_the_user_chose(
+    monkeypatch,
+):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    have = resolve.usable_cpus()
+    placement = resolve.resolve_plan(ScalingConfig(num_workers=1)).topology(1).placements[0]
+    fits = worker_env(placement, num_threads=have, num_workers=1)
+    assert fits["OMP_NUM_THREADS"] == str(have) and "OMP_WAIT_POLICY" not in fits
+    shared = worker_env(placement, num_threads=have, num_workers=2)
+    assert shared["OMP_NUM_THREADS"] == str(have) and shared["OMP_WAIT_POLICY"] == "PASSIVE"
+    # the user's thread count is what the workers run, so it decides
+    monkeypatch.setenv("OMP_NUM_THREADS", str(have + 1))
+    assert worker_env(placement, num_threads=1)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert worker_env(placement, num_threads=1)["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
 # 5. the topology
 
 

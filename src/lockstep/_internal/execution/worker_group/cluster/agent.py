@@ -23,6 +23,7 @@ from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group import stacks as stack_files
 from lockstep._internal.execution.worker_group.cluster.messages import WorkerExited, WorkerLaunch
 from lockstep._internal.execution.worker_group.output import OutputPump
+from lockstep._internal.execution.worker_group.threads import set_threads
 
 REMOTE_WORKER = "lockstep._internal.execution.worker.remote"
 _OUTPUT_WAIT_S = 0.5  # at most, for an ended worker's last output to be read
@@ -43,14 +44,17 @@ class NodeAgent:
         """Start ``workers``; each connects to the driver at ``address`` with ``key``."""
         self._pump = OutputPump()
         for worker in workers:
-            self._spawn(address, key, worker)
+            self._spawn(address, key, worker, len(workers))
         self._pump.start()
 
-    def _spawn(self, address: tuple[str, int], key: bytes, worker: WorkerLaunch) -> None:
+    def _spawn(
+        self, address: tuple[str, int], key: bytes, worker: WorkerLaunch, num_workers: int
+    ) -> None:
+        """Start ``worker``, one of this process's ``num_workers``."""
         assert self._pump is not None
         env = without_launch_variables(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("OMP_NUM_THREADS", str(worker.threads))  # as Ray: unless the user set it
+        set_threads(env, worker.threads, num_workers)
         env.update(worker.env)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()

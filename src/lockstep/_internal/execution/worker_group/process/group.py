@@ -33,6 +33,7 @@ from lockstep._internal.execution.worker_group.base import (
 from lockstep._internal.execution.worker_group.output import OutputPump
 from lockstep._internal.execution.worker_group.process import shared_tables
 from lockstep._internal.execution.worker_group.process.memory import MemoryWatch
+from lockstep._internal.execution.worker_group.threads import set_threads
 
 WORKER_MODULE = "lockstep._internal.execution.worker.main"
 SPAWN_BATCH = 32  # workers asked of the fork server at once
@@ -94,7 +95,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         num_threads = max(1, int(self._plan.num_cpus_per_worker))
         try:
             starts = [
-                (ends[rank].theirs(), self._env(rank, spec, context, num_threads))
+                (ends[rank].theirs(), self._env(rank, spec, context, num_threads, len(contexts)))
                 for rank, context in contexts.items()
             ]
             fork = self._plan.launcher is Launcher.FORK_SERVER
@@ -118,10 +119,15 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         return conns
 
     def _env(
-        self, rank: int, spec: WorkerGroupSpec, context: TrainContext, num_threads: int
+        self,
+        rank: int,
+        spec: WorkerGroupSpec,
+        context: TrainContext,
+        num_threads: int,
+        num_workers: int,
     ) -> dict[str, str]:
         assert self._topology is not None
-        env = worker_env(self._topology.placements[rank], num_threads)
+        env = worker_env(self._topology.placements[rank], num_threads, num_workers)
         env.update(spec.backend.worker_env(context))
         return env
 
@@ -207,12 +213,12 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         shared_tables.remove(self._table_files)
 
 
-def worker_env(placement: RankPlacement, num_threads: int) -> dict[str, str]:
-    """A local worker's environment: the driver's, with its threads and GPUs."""
+def worker_env(placement: RankPlacement, num_threads: int, num_workers: int = 1) -> dict[str, str]:
+    """A local worker's environment, one of ``num_workers``: the driver's, with its threads
+    (as Ray: one per CPU the worker asked for, unless the user chose) and its GPUs."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    # As Ray does: one thread per CPU the worker asked for, unless the user chose.
-    env.setdefault("OMP_NUM_THREADS", str(num_threads))
+    set_threads(env, num_threads, num_workers)
     # Like Ray: a worker sees only its own GPUs, and none when it was given none.
     env["CUDA_VISIBLE_DEVICES"] = ",".join(placement.gpus or ())
     return env
