@@ -16,8 +16,9 @@ from tests.cluster.hosts import Hosts, stop
 
 # slurmd drains a node whose slurm.conf CPUs differ from the hardware: config_overrides
 # lets the conf win (every host shares this machine's cores). A requeued job waits
-# cred_expire + 1 s before it may start again (120 s by default), and the scheduler looks at
-# pending jobs every sched_interval (60 s): short ones, so that a requeue runs in seconds.
+# cred_expire + 1 s before it may start again (120 s by default; 5 is the least SLURM
+# 22.05 takes), and the scheduler looks at pending jobs every sched_interval (60 s): short
+# ones, so that a requeue runs in seconds.
 SLURM_CONF = """\
 ClusterName=lockstep
 SlurmctldHost={controller}({controller_addr})
@@ -25,7 +26,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={dir}/munge.sock,cred_expire=10
+AuthInfo=socket={dir}/munge.sock,cred_expire=5
 StateSaveLocation={dir}/state
 SlurmdSpoolDir={dir}/spool-%n
 SlurmctldPidFile={dir}/slurmctld.pid
