@@ -152,10 +152,19 @@ def _settle(check, timeout: float = 2.0):  # type: ignore[no-untyped-def]
     return leaked
 
 
+def _live_fork_server() -> Any:
+    """The session's fork server while it lives, else None."""
+    from lockstep._internal.execution.worker_group import forkserver
+
+    server = forkserver._server
+    return server if server is not None and server.alive() else None
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     children, threads, env, files = _children(), _threads(), _environment(), _temp_files()
     working_dir = _working_dir()
+    server = _live_fork_server()
     yield
     leaked_children = _settle(lambda: _children() - children)
     leaked_threads = _settle(lambda: {t for t in _threads() - threads if t.is_alive()})
@@ -178,20 +187,37 @@ def no_leaks() -> Iterator[None]:
         problems.append(
             f"files written into the working directory {WORKING_DIR}: {sorted(written)}"
         )
+    if server is not None and _live_fork_server() is not server:
+        problems.append(
+            f"the session's fork server (pid {server.pid}) was stopped or replaced: every "
+            "later run may start its workers fresh. HINT: a test that starts servers of its "
+            "own uses the fork_safe_driver fixture"
+        )
     if problems:
         pytest.fail("; ".join(problems))
 
 
 @pytest.fixture
-def fork_safe_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+def fork_safe_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """For the fork server's own tests, which start servers of their own: a library that an
     earlier test left running in this process (the AWS CRT of pyarrow's S3 filesystem, gRPC
     from Ray) would make lockstep start workers fresh instead of forking a new server. These
     tests' workers use none of them; ``tests/integration/test_fork_safety.py`` tests the
-    libraries, each in a fresh driver."""
-    from lockstep._internal.execution.worker_group import fork_safety
+    libraries, each in a fresh driver.
+
+    The session's server is set aside meanwhile and put back after, the test's own closed:
+    with those libraries running no new one may be forked, so a server a test killed would
+    leave every later run of the session starting its workers fresh (each importing its
+    test module anew: seconds a run)."""
+    from lockstep._internal.execution.worker_group import fork_safety, forkserver
 
     monkeypatch.setattr(fork_safety, "CHECKS", ())
+    sessions = forkserver._server
+    forkserver._server = None
+    yield
+    theirs, forkserver._server = forkserver._server, sessions
+    if theirs is not None and theirs is not sessions:
+        theirs.close()
 
 
 @pytest.fixture

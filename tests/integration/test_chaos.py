@@ -10,7 +10,6 @@ import random
 
 import pytest
 
-from lockstep._internal.execution.worker_group import forkserver
 from lockstep.testing import Fault, _chaos, assert_resume_equivalent, fired_faults, train_epochs
 from lockstep.train import FailureConfig, RunConfig, ScalingConfig
 
@@ -19,14 +18,10 @@ EPOCHS = 10
 
 @pytest.fixture
 def torch_fork_server(fork_safe_driver):
-    """A fork server forked after torch was imported, so that every restarted worker has
-    torch at once, as in a script that imports it first (a server forked earlier in the
-    session, before any test imported torch, would make each worker import it)."""
+    """A fork server of the test's own (``fork_safe_driver``), forked after torch was
+    imported, so that every restarted worker has torch at once, as in a script that
+    imports it first."""
     import torch  # noqa: F401
-
-    if forkserver._server is not None:
-        forkserver._server.close()
-        forkserver._server = None
 
 
 def assert_clean(chaos):

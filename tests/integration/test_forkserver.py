@@ -98,9 +98,7 @@ def test_native_threads_are_detected():
 def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path):
     import threading
 
-    if forkserver._server is not None:  # start a fresh one, from a thread
-        forkserver._server.close()
-        forkserver._server = None
+    assert forkserver.server_pid() is None  # (the fixture set the session's aside)
     thread = threading.Thread(target=fit, args=(lambda: None, tmp_path))
     thread.start()
     thread.join()

@@ -1,5 +1,6 @@
 """Each executor passes the worker-group contract."""
 
+import json
 import os
 import subprocess
 import sys
@@ -86,34 +87,58 @@ class TestClusterWorkerGroup(StoppedRankContract):
         member.wait(timeout=30)
 
 
+OPENMP_SLEEPING = """
+import json, os, sys, warnings
+from lockstep._internal.execution.capacity import usable_cpus
+from lockstep._internal.execution.worker_group import forkserver
+from lockstep.testing import fit_all_ranks
+from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+
+if os.environ["LOCKSTEP_WORKER_START"] == "fork":
+    # The native threads this driver runs are pyarrow's and OpenBLAS's, which survive a
+    # fork; the check cannot tell them from an OpenMP pool's, and would start these
+    # workers of several threads fresh.
+    forkserver.native_threads = lambda: False
+
+def threads():
+    return os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY"), os.getppid()
+
+def fit(num_workers):
+    scaling = ScalingConfig(num_workers=num_workers, resources_per_worker={"CPU": usable_cpus()})
+    trainer = DataParallelTrainer(
+        threads, scaling_config=scaling, run_config=RunConfig(storage_path=sys.argv[1], verbose=0)
+    )
+    return fit_all_ranks(trainer)
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ranks = [fit(1), fit(2)]
+said = [str(w.message) for w in caught]
+print(json.dumps({"ranks": ranks, "cpus": usable_cpus(), "driver": os.getpid(),
+                  "server": forkserver.server_pid(), "said": said}))
+"""
+
+
 @pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_workers_with_more_threads_than_cpus_start_with_openmp_sleeping(
-    start, monkeypatch, tmp_path
-):
+def test_workers_with_more_threads_than_cpus_start_with_openmp_sleeping(start, tmp_path):
     """OpenMP's idle threads spin by default: where the workers' threads outnumber the
-    CPUs, that spinning takes the CPUs the other workers' threads wait for."""
-    from lockstep._internal.execution.capacity import usable_cpus
-    from lockstep.testing import fit_all_ranks
-    from lockstep.train import DataParallelTrainer, RunConfig
-
-    monkeypatch.setenv("LOCKSTEP_WORKER_START", start)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    have = usable_cpus()
-
-    def threads():
-        return os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY")
-
-    def fit(num_workers):
-        trainer = DataParallelTrainer(
-            threads,
-            scaling_config=ScalingConfig(
-                num_workers=num_workers, resources_per_worker={"CPU": have}
-            ),
-            run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
-        )
-        return fit_all_ranks(trainer)
-
-    assert fit(1) == [(str(have), None)]
-    with pytest.warns(UserWarning, match="the workers will share CPUs"):
-        assert fit(2) == [(str(have), "PASSIVE")] * 2
+    CPUs, that spinning takes the CPUs the other workers' threads wait for. In a fresh
+    driver: workers of several threads are forked only from a server forked while no
+    native thread ran, which this test session's process has long passed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    env["LOCKSTEP_WORKER_START"] = start
+    out = subprocess.run(
+        [sys.executable, "-c", OPENMP_SLEEPING, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = json.loads(out.stdout)
+    have = str(seen["cpus"])
+    one, two = [[(n, policy) for n, policy, _ in ranks] for ranks in seen["ranks"]]
+    assert one == [(have, None)]
+    assert two == [(have, "PASSIVE")] * 2
+    assert any("the workers will share CPUs" in line for line in seen["said"])
+    parents = {parent for ranks in seen["ranks"] for _, _, parent in ranks}
+    assert parents == ({seen["server"]} if start == "fork" else {seen["driver"]})
