@@ -14,7 +14,7 @@ import pytest
 from lockstep import train
 from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
-from tests.helpers import EveryRank
+from tests.helpers import EveryRank, run_python
 
 # These tests start fork servers of their own (see the fixture).
 pytestmark = pytest.mark.usefixtures("fork_safe_driver")
@@ -87,12 +87,24 @@ def test_several_threads_only_from_a_server_forked_without_native_threads(monkey
     ]
 
 
-def test_native_threads_are_detected():
-    import torch
-
-    torch.set_num_threads(2)
-    torch.randn(256, 256) @ torch.randn(256, 256)  # starts the OpenMP pool
-    assert forkserver.native_threads()
+def test_threads_that_survive_a_fork_are_not_taken_for_an_openmp_pool():
+    """numpy's and scipy's OpenBLAS and pyarrow's jemalloc start threads as they load, and
+    their libraries start them again in a fork; torch's OpenMP pool, once a parallel region
+    ran, would hang a forked worker's first one."""
+    out = run_python(
+        "import os, numpy, pyarrow, scipy.linalg, torch\n"
+        "from lockstep._internal.execution.worker_group import forkserver\n"
+        "count = lambda: len(os.listdir('/proc/self/task'))\n"
+        "loaded, before = forkserver.native_threads(), count()\n"
+        "torch.set_num_threads(2)\n"
+        "torch.randn(256, 256) @ torch.randn(256, 256)\n"
+        "print(before, loaded, count(), forkserver.native_threads())"
+    )
+    before, loaded, after, ran = out.split()
+    assert int(before) >= 3  # the main thread, jemalloc's, OpenBLAS's (two cores or more)
+    assert loaded == "False"
+    assert int(after) > int(before)  # the OpenMP pool
+    assert ran == "True"
 
 
 def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path):

@@ -94,12 +94,6 @@ from lockstep._internal.execution.worker_group import forkserver
 from lockstep.testing import fit_all_ranks
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
 
-if os.environ["LOCKSTEP_WORKER_START"] == "fork":
-    # The native threads this driver runs are pyarrow's and OpenBLAS's, which survive a
-    # fork; the check cannot tell them from an OpenMP pool's, and would start these
-    # workers of several threads fresh.
-    forkserver.native_threads = lambda: False
-
 def threads():
     return os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY"), os.getppid()
 
@@ -123,8 +117,8 @@ print(json.dumps({"ranks": ranks, "cpus": usable_cpus(), "driver": os.getpid(),
 def test_workers_with_more_threads_than_cpus_start_with_openmp_sleeping(start, tmp_path):
     """OpenMP's idle threads spin by default: where the workers' threads outnumber the
     CPUs, that spinning takes the CPUs the other workers' threads wait for. In a fresh
-    driver: workers of several threads are forked only from a server forked while no
-    native thread ran, which this test session's process has long passed."""
+    driver: workers of several threads are forked only from a server forked before an
+    OpenMP pool ran, which this test session's process has long passed."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     env["LOCKSTEP_WORKER_START"] = start
     out = subprocess.run(

@@ -167,7 +167,7 @@ class SklearnTrainer(DataParallelTrainer):
 
 def _train_loop(config: dict[str, Any]) -> None:
     """Fit, score, cross-validate and checkpoint, in the one worker."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     # scikit-learn sizes its OpenMP and BLAS pools from the runtime's defaults, which a
     # worker forked from the driver inherited from it: a fork must not use the driver's

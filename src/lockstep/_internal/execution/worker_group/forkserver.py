@@ -88,7 +88,8 @@ class ForkServer:
         theirs.close()
         self.pid = pid
         # Workers may use several threads only if no OpenMP pool existed when we forked:
-        # GNU OpenMP cannot run a parallel region in a fork of a process that had one.
+        # GNU OpenMP cannot run a parallel region in a fork of a process that had one
+        # (a native thread of unknown origin counts as one).
         self.threads_ok = not native_threads_at_fork
         self._sock = ours
         self._lock = threading.Lock()
@@ -396,14 +397,43 @@ _server: ForkServer | None = None
 _server_lock = threading.Lock()
 
 
+# Native threads that a fork leaves working (their libraries start them again in the
+# child): jemalloc's background thread (pyarrow's allocator), and the pool of a pthreads
+# build of OpenBLAS (numpy's, scipy's), counted from the library itself.
+FORK_SAFE_THREADS = ("jemalloc_bg_thd",)
+
+
 def native_threads() -> bool:
-    """Whether this process runs threads Python does not know of (an OpenMP pool, say)."""
-    try:
-        with open("/proc/self/status") as f:
-            line = next(x for x in f if x.startswith("Threads:"))
-    except (OSError, StopIteration):
-        return True
-    return int(line.split()[1]) > threading.active_count()
+    """Whether this process runs threads that Python does not know of and that may not
+    survive a fork (an OpenMP pool, say)."""
+    names = fork_safety.native_thread_names()
+    if not names:
+        return True  # no /proc to count them: assume the worst
+    known = threading.active_count() + sum(n.startswith(FORK_SAFE_THREADS) for n in names)
+    return len(names) > known + _openblas_pool_threads()
+
+
+def _openblas_pool_threads() -> int:
+    """The threads the pools of the loaded pthreads builds of OpenBLAS run (each starts
+    its pool, of one thread fewer than it uses, as it loads; threadpoolctl finds them).
+    A build whose globals cannot be read counts none: its threads stay unexplained."""
+    import ctypes
+
+    from threadpoolctl import threadpool_info
+
+    count = 0
+    for lib in threadpool_info():
+        if lib.get("internal_api") != "openblas" or lib.get("threading_layer") != "pthreads":
+            continue
+        try:
+            handle = ctypes.CDLL(lib["filepath"], mode=os.RTLD_NOLOAD)  # loaded already
+            running = ctypes.c_int.in_dll(handle, "blas_server_avail").value
+            threads = ctypes.c_int.in_dll(handle, "blas_num_threads").value
+        except (OSError, ValueError):
+            continue
+        if running:
+            count += max(threads - 1, 0)
+    return count
 
 
 def get(num_threads: int) -> ForkServer | None:
