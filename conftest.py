@@ -294,19 +294,27 @@ def _marked_processes() -> list[psutil.Process]:
     return found
 
 
-def _lockstep_shm_files() -> set[str]:
+# The files in /dev/shm a session may leave, and where their names carry the id of the
+# process that made them: lockstep's ("lockstep-table-PID-..."), and the semaphores of
+# loky's pools (joblib's: "sem.loky-PID-..."), which a worker's exit must unlink.
+SHM_NAMES = {"lockstep-": 2, "sem.loky-": 1}
+
+
+def _shm_files() -> set[str]:
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("lockstep-")}
+        return {n for n in os.listdir("/dev/shm") if n.startswith(tuple(SHM_NAMES))}
     except FileNotFoundError:
         return set()
 
 
 def _leaked_shm_files(before: set[str]) -> list[str]:
-    """New lockstep files in /dev/shm that no live process of another session owns: their
-    names carry the creating process's id."""
+    """New files of :data:`SHM_NAMES` in /dev/shm that no live process of another session
+    owns."""
     leaked = []
-    for name in sorted(_lockstep_shm_files() - before):
-        pid = name.split("-")[2] if name.count("-") >= 3 else ""
+    for name in sorted(_shm_files() - before):
+        at = next(at for prefix, at in SHM_NAMES.items() if name.startswith(prefix))
+        parts = name.split("-")
+        pid = parts[at] if len(parts) > at + 1 else ""
         # a name without a pid is not this code's (another checkout on this machine)
         if pid.isdigit() and (int(pid) == os.getpid() or not psutil.pid_exists(int(pid))):
             leaked.append(name)
@@ -331,7 +339,7 @@ def suite_leaves_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
     directory or in /dev/shm. Whatever is found is removed, so one leak is reported
     once and does not stay on the machine."""
     base = request.config.stash[_BASE]
-    shm_before = _lockstep_shm_files()
+    shm_before = _shm_files()
     yield
     problems = []
     _, alive = psutil.wait_procs(_marked_processes(), timeout=10)

@@ -167,3 +167,42 @@ def test_a_forked_worker_imports_nothing_on_its_way_to_the_function(tmp_path):
     per_worker = json.loads(done.stdout.splitlines()[-1])
     assert len({pid for pid, _ in per_worker}) == 2  # two forked workers, not the driver
     assert [names for _, names in per_worker] == [[], []]
+
+
+def test_a_worker_runs_its_own_multiprocessing_finalizers_at_exit_never_the_drivers(tmp_path):
+    """A loky pool (joblib's) in a forked worker names its semaphores in /dev/shm and
+    multiprocessing's finalizers unlink them as the worker exits, as in a fresh worker;
+    the driver's finalizers and children are the driver's alone (multiprocessing's exit
+    handler stops the daemonic children it knows of)."""
+    import multiprocessing
+    import multiprocessing.util
+    import time
+
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,), daemon=True)
+    child.start()
+
+    finalized = tmp_path / "finalized"
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    multiprocessing.util.Finalize(owner, finalized.write_text, (str(os.getpid()),), exitpriority=0)
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("sem.")}
+
+    def pooled():
+        from joblib import Parallel, delayed
+
+        squares = Parallel(n_jobs=2, backend="loky")(delayed(pow)(i, 2) for i in range(4))
+        train.report({"squares": squares})
+
+    ranks = EveryRank()
+    fit(pooled, tmp_path / "runs", callbacks=[ranks])
+    assert [m["squares"] for m in ranks.steps[0]] == [[0, 1, 4, 9]] * 2
+    assert {n for n in os.listdir("/dev/shm") if n.startswith("sem.")} - before == set()
+    assert not finalized.exists()  # no worker ran it
+    assert child.is_alive()
+    del owner
+    assert finalized.read_text() == str(os.getpid())
+    child.kill()
+    child.join()

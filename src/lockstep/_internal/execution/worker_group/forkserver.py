@@ -232,6 +232,7 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
     # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
     # freeze every inherited object so that the collector never finalizes one here.
     atexit._clear()
+    _forget_the_drivers_multiprocessing()
     _import_what_every_worker_imports()
     gc.freeze()
     _release_inherited_fds(keep={0, 1, 2, sock.fileno()})
@@ -252,6 +253,25 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
                 break
     finally:
         os._exit(0)
+
+
+def _forget_the_drivers_multiprocessing() -> None:
+    """Where the driver imported multiprocessing, do what it does in a process it forks:
+    the driver's children and finalizers are not ours. Its exit handler is registered
+    again, as importing it in a fresh worker does: it runs the worker's own finalizers at
+    exit (the named semaphores of a loky pool, joblib's, are unlinked by them)."""
+    util: Any = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return
+    import itertools
+    import multiprocessing.process
+
+    process: Any = multiprocessing.process
+    process._children = set()
+    process._process_counter = itertools.count(1)
+    util._finalizer_registry.clear()
+    util._run_after_forkers()
+    atexit.register(util._exit_function)
 
 
 def _import_what_every_worker_imports() -> None:
