@@ -256,8 +256,9 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
 
 
 def _forget_the_drivers_multiprocessing() -> None:
-    """Where the driver imported multiprocessing, do what it does in a process it forks:
-    the driver's children and finalizers are not ours. Its exit handler is registered
+    """Where the driver imported multiprocessing, forget its children and finalizers, as
+    multiprocessing does in a process it forks (not its after-fork hooks: a manager's
+    proxy would connect to the driver's manager from here). Its exit handler is registered
     again, as importing it in a fresh worker does: it runs the worker's own finalizers at
     exit (the named semaphores of a loky pool, joblib's, are unlinked by them)."""
     util: Any = sys.modules.get("multiprocessing.util")
@@ -270,7 +271,6 @@ def _forget_the_drivers_multiprocessing() -> None:
     process._children = set()
     process._process_counter = itertools.count(1)
     util._finalizer_registry.clear()
-    util._run_after_forkers()
     atexit.register(util._exit_function)
 
 
