@@ -206,3 +206,22 @@ def test_a_worker_runs_its_own_multiprocessing_finalizers_at_exit_never_the_driv
     assert finalized.read_text() == str(os.getpid())
     child.kill()
     child.join()
+
+
+def test_a_worker_has_the_drivers_environment_of_now_not_the_servers(tmp_path, monkeypatch):
+    """The server keeps the environment it was forked with; each worker takes the
+    driver's as it is when the worker starts: what was removed since is gone."""
+    monkeypatch.setenv("LOCKSTEP_TEST_REMOVED", "1")
+    monkeypatch.setenv("LOCKSTEP_TEST_CHANGED", "before")
+    fit(lambda: None, tmp_path)  # the server is forked now, with both
+    monkeypatch.delenv("LOCKSTEP_TEST_REMOVED")
+    monkeypatch.setenv("LOCKSTEP_TEST_CHANGED", "after")
+    monkeypatch.setenv("LOCKSTEP_TEST_ADDED", "new")
+    names = ("LOCKSTEP_TEST_REMOVED", "LOCKSTEP_TEST_CHANGED", "LOCKSTEP_TEST_ADDED")
+
+    def environment():
+        train.report({"env": [os.environ.get(name) for name in names]})
+
+    ranks = EveryRank()
+    fit(environment, tmp_path, callbacks=[ranks])
+    assert [m["env"] for m in ranks.steps[0]] == [[None, "after", "new"]] * 2
