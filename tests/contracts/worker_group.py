@@ -24,6 +24,7 @@ from lockstep.testing import Fault, train_epochs
 from lockstep.train import (
     Checkpoint,
     CheckpointConfig,
+    CheckpointUploadMode,
     DataParallelTrainer,
     FailureConfig,
     ScalingConfig,
@@ -551,6 +552,47 @@ class ProcessDeathContract(StoppedRankContract):
             self.fit(train_func, scaling_config, run_config)
         # rank 1 could pass report 0 at most: report 1 waits for rank 0, which never comes
         assert {p.name for p in marks.iterdir()} <= {"rank0-0", "rank1-0"}
+
+    def test_no_rank_leaves_a_report_before_the_last_rank_entered_it(
+        self, scaling_config, run_config, world_size, tmp_path
+    ):
+        """The barrier holds at every step, with SYNC and ASYNC checkpoints among them (a
+        local group's steps end with its release line, a commit comes before the end),
+        and a SYNC checkpoint is every rank's latest as its report returns."""
+        marks = tmp_path / "marks"
+        marks.mkdir()
+
+        def train_func():
+            rank = train.get_context().get_world_rank()
+            last = train.get_context().get_world_size() - 1
+            times = []
+            for step in range(12):
+                if rank == last:
+                    time.sleep(0.002)  # the last to report, at every step
+                entered = time.monotonic()
+                if step % 3 != 2:
+                    train.report({"step": step})
+                    times.append((entered, time.monotonic()))
+                    continue
+                sync = step % 6 == 2
+                mode = CheckpointUploadMode.SYNC if sync else CheckpointUploadMode.ASYNC
+                with tempfile.TemporaryDirectory(prefix="lockstep-test-") as d:
+                    Path(d, "step").write_text(str(step))
+                    checkpoint = Checkpoint.from_directory(d) if rank == 0 else None
+                    train.report({"step": step}, checkpoint=checkpoint, checkpoint_upload_mode=mode)
+                times.append((entered, time.monotonic()))
+                if sync:
+                    latest = train.get_checkpoint()
+                    assert Path(latest.path, "step").read_text() == str(step), rank
+            (marks / f"rank{rank}.json").write_text(json.dumps(times))
+
+        result = self.fit(train_func, scaling_config, run_config)
+        ranks = [json.loads((marks / f"rank{r}.json").read_text()) for r in range(world_size)]
+        for step in range(12):
+            last_entered = max(times[step][0] for times in ranks)
+            assert [times[step][1] >= last_entered for times in ranks] == [True] * world_size
+        assert on_disk(result) == [f"checkpoint_00000{i}" for i in range(4)]
+        assert [r["step"] for r in result.metrics_dataframe.to_dict("records")] == list(range(12))
 
     def test_checkpoints_before_a_raise_are_all_committed(self, scaling_config, run_config):
         """Ray commits every checkpoint reported before a rank raises; so does lockstep."""

@@ -176,6 +176,7 @@ class ReportHandler:
             self._count(step, last, completed)
             return Directive.CONTINUE  # told when committed
         checkpoint = self._commit(step)
+        self._group.notify(StepDone(step.index))  # (ends it where a release line does)
         self.last_metrics = dict(step.metrics)
         self._count(step, last, completed, commit_s=time.monotonic() - completed)
         self._ledger.checkpoint_committed(step.index)

@@ -37,7 +37,8 @@ class FakeWorkerGroup:
         self.fail_start = fail_start
         self.spec: WorkerGroupSpec | None = None
         self.notified: list[CheckpointCommitted] = []
-        self.released: list[int] = []  # steps released without a checkpoint (StepDone)
+        self.released: list[int] = []  # steps released (StepDone)
+        self.told: list[str] = []  # commits and releases, in the order told
 
     def start(self, spec: WorkerGroupSpec) -> None:
         if self.fail_start:
@@ -68,8 +69,10 @@ class FakeWorkerGroup:
             return
         if isinstance(message, StepDone):
             self.released.append(message.step)
+            self.told.append(f"released step={message.step}")
             return
         self.notified.append(message)
+        self.told.append(f"committed step={message.step}")
         self.log.append(f"notify step={message.step} {message.checkpoint.path.rsplit('/', 1)[-1]}")
 
     def preemption_notice(self) -> PreemptionInfo | None:

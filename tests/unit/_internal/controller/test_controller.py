@@ -211,8 +211,10 @@ def test_report_is_released_once_every_rank_reported_the_step(tmp_path):
     controller.step()
     assert fake.released == [0]
     controller.step()
-    # a checkpointed step is released by its commit, not by StepDone
-    assert fake.released == [0] and [m.step for m in fake.notified] == [1]
+    # a checkpointed step is released once its commit is told: a worker on a release line
+    # reads the commit first, then takes the line's signal
+    assert fake.released == [0, 1] and [m.step for m in fake.notified] == [1]
+    assert fake.told == ["released step=0", "committed step=1", "released step=1"]
 
 
 def test_the_table_and_the_time_figures_follow_a_step_when_the_driver_is_idle(

@@ -12,6 +12,10 @@ The answers are read in one of two ways:
   answer) so that a worker whose driver closed the connection stops at once;
 - by a reader thread (a Ray actor, where the driver also sends ``Stop`` while the
   function runs, and nothing kills the actor with the driver).
+
+A local worker's ``report()`` ends with the driver's release line rather than a message
+(``messages.ReleaseLine``): while a step is awaited, the reading thread watches the line
+and the connection together, and takes what the connection holds before the release.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from lockstep._internal.execution.messages import FrameReader, send_frame
+from lockstep._internal.execution.messages import FrameReader, LineWaiter, StepDone, send_frame
 
 
 class DriverLostError(RuntimeError):
@@ -55,6 +59,8 @@ class DriverLink:
         dispatch: Called with every message the driver sends (in the thread that read it).
         on_lost: Called once the driver is gone while the worker still expects it.
         threaded: Read with a thread of its own rather than in the waiting thread.
+        line: The descriptors of the driver's release line, which ends each step (read
+            inline only); without one, a StepDone message does.
     """
 
     def __init__(
@@ -65,9 +71,13 @@ class DriverLink:
         on_lost: Callable[[], None] | None = None,
         threaded: bool = False,
         name: str = "lockstep-session",
+        line: list[int] | None = None,
     ) -> None:
+        assert line is None or not threaded, "a release line is read inline"
         self._conn = conn
+        self._awaited_step: int | None = None  # a report waiting for its step's release
         self._reader = FrameReader(conn)  # every read of the connection goes through it
+        self._line = None if line is None else LineWaiter(line, self._reader.fileno())
         self._dispatch = dispatch
         self._on_lost = on_lost
         self._threaded = threaded
@@ -95,6 +105,11 @@ class DriverLink:
             except OSError as exc:
                 raise DriverLostError(f"the driver went away: {exc}") from exc
 
+    @property
+    def on_line(self) -> bool:
+        """Whether the driver's release line, not a message, ends each step."""
+        return self._line is not None
+
     def expect(self, kind: str, key: int) -> Reply:
         """Be ready for the answer ``(kind, key)`` (before sending what it answers)."""
         reply = Reply(self._threaded)
@@ -102,6 +117,8 @@ class DriverLink:
             if self._lost:
                 raise DriverLostError("the driver went away")
             self._replies[(kind, key)] = reply
+            if kind == "step":
+                self._awaited_step = key
         return reply
 
     def expecting(self, kind: str, key: int) -> bool:
@@ -112,6 +129,8 @@ class DriverLink:
         """The answer ``(kind, key)`` came (from :attr:`dispatch`)."""
         with self._lock:
             reply = self._replies.pop((kind, key), None)
+            if kind == "step" and key == self._awaited_step:
+                self._awaited_step = None
         if reply is not None:
             reply.set(value)
 
@@ -160,6 +179,10 @@ class DriverLink:
             self._turn.notify_all()
 
     def _read_one(self) -> None:
+        step, line = self._awaited_step, self._line
+        if line is not None and step is not None and not self._reader.buffered():
+            self._read_until_released(line, step)
+            return
         try:
             message = self._reader.next()
         except (EOFError, OSError):
@@ -167,12 +190,30 @@ class DriverLink:
             return
         self._dispatch(message)
 
+    def _read_until_released(self, line: LineWaiter, step: int) -> None:
+        """Wait for the line's release of ``step`` or a message; take the messages first
+        (the driver wrote them before it signalled the line)."""
+        released, message = line.wait(step)
+        if message:
+            try:
+                messages = self._reader.available()
+            except (EOFError, OSError):
+                self._driver_lost()
+                return
+            for each in messages:
+                self._dispatch(each)
+        if released:
+            self._dispatch(StepDone(step))
+
     def close(self) -> None:
         """The function ended: nothing more is read, and a closed connection is expected."""
         self.closing = True
         with self._turn:
             if not self._threaded:
                 self._reader.close()
+            if self._line is not None:
+                self._line.close()
+                self._line = None
 
     def _read_loop(self) -> None:
         while not self._lost:

@@ -28,6 +28,7 @@ from lockstep._internal.execution.messages import (
     LocalFunction,
     Returned,
     WorkerStart,
+    receive_line,
 )
 from lockstep._internal.execution.worker import session as session_module
 from lockstep._internal.execution.worker import stopping
@@ -58,11 +59,12 @@ def run_worker(
     """
     if start is None:
         start = conn.recv()
+    line = receive_line(conn) if start.release_line else None
     begin_run()
     on_lost = None if in_process else _exit_now
     page = PhasePage.create()
     session = session_module.WorkerSession(
-        conn, start, on_driver_lost=on_lost, phases=page, read_inline=read_inline
+        conn, start, on_driver_lost=on_lost, phases=page, read_inline=read_inline, line=line
     )
     stack_fd = None
     if not in_process:

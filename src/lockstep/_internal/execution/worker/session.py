@@ -55,8 +55,9 @@ class WorkerSession:
     for an inline run or a Tune function trial). ``report`` is a barrier across the
     workers.
 
-    A report sends one message and waits for the driver's answer, which comes once every
-    worker has reported the same step (a round trip, no disk). A report with a checkpoint
+    A report sends one message and waits for the driver's answer (a message, or for a
+    local worker the signal of the driver's release line), which comes once every worker
+    has reported the same step (a round trip, no disk). A report with a checkpoint
     first copies the files into the run's staging area; the answer then comes once the
     checkpoint is committed, so that when ``report`` returns the checkpoint is durable and
     ``get_checkpoint`` returns it.
@@ -70,6 +71,7 @@ class WorkerSession:
         on_driver_lost: Callable[[], None] | None = None,
         phases: PhasePage | None = None,
         read_inline: bool = True,
+        line: list[int] | None = None,
     ) -> None:
         self.context: TrainContext = dataclasses.replace(
             start.context, dataset_shards=self.get_dataset_shard
@@ -102,6 +104,7 @@ class WorkerSession:
             on_lost=on_driver_lost,
             threaded=not read_inline,
             name=f"lockstep-session-rank{start.context.world_rank}",
+            line=line,
         )
 
     @property
@@ -423,7 +426,8 @@ class WorkerSession:
             # every worker learns of every commit, so get_checkpoint is current everywhere
             self._latest = message.checkpoint
             self._reported = message.reported
-            self._release(message.step)
+            if not self._link.on_line:  # else the line's signal, which follows, ends it
+                self._release(message.step)
             self._link.resolve("commit", message.step)
         elif isinstance(message, Preempted):
             self._preemption_next = message.info

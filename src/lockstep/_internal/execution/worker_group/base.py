@@ -41,6 +41,7 @@ from lockstep._internal.execution.messages import (
     Heartbeat,
     LocalFunction,
     Preempted,
+    ReleaseLine,
     Report,
     Returned,
     StepDone,
@@ -153,6 +154,8 @@ class ConnectedWorkerGroup(abc.ABC):
         self._phase_fds: dict[int, int] = {}  # each worker's phase page, as its own fd
         self._started_pids: dict[int, int] = {}  # each worker's pid, as it says (any node)
         self._stacks_lock = threading.Lock()
+        # Set by a group whose workers all take their steps' ends from it, not StepDone.
+        self._line: ReleaseLine | None = None
 
     def start(self, spec: WorkerGroupSpec) -> None:
         self._relay = CollectiveRelay(spec.num_workers)
@@ -288,6 +291,9 @@ class ConnectedWorkerGroup(abc.ABC):
             self._selector = None
 
     def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None:
+        if self._line is not None and isinstance(message, StepDone):
+            self._line.release(message.step)  # every worker is on it
+            return
         self._send_running(message)
 
     def shutdown(self) -> None:

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from lockstep._core import flags
 from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
-from lockstep._internal.execution.messages import WorkerEvent, WorkerStart
+from lockstep._internal.execution.messages import ReleaseLine, WorkerEvent, WorkerStart
 from lockstep._internal.execution.plan import ExecutionPlan, Launcher, RankPlacement
 from lockstep._internal.execution.worker_group import forkserver
 from lockstep._internal.execution.worker_group.base import (
@@ -72,6 +72,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pump.start()
         threads = max(1, int(self._plan.num_cpus_per_worker))
         allowed = driver_cpus()
+        self._line = ReleaseLine()
         starts = {
             rank: replace(
                 start,
@@ -79,6 +80,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
                 if spec.backend.pin_cpus and flags.PIN_WORKERS.get()
                 else None,
                 allowed_cpus=allowed,
+                release_line=True,
             )
             for rank, start in starts.items()
         }
@@ -132,8 +134,10 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         return env
 
     def _send_start(self, conn: Connection, start: WorkerStart) -> None:
+        assert self._line is not None
         try:
             conn.send_bytes(shared_tables.dumps(start, self._table_files))
+            self._line.send(conn)
         except OSError:
             pass  # that worker is gone; its end shows up as a lost connection
 
@@ -209,6 +213,9 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         for fd in self._pidfds.values():
             os.close(fd)
         self._pidfds = {}
+        if self._line is not None:
+            self._line.close()
+            self._line = None
         self._procs = {}
         shared_tables.remove(self._table_files)
 
