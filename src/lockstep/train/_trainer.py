@@ -752,6 +752,8 @@ def _check_preprocessor(preprocessor: Any, datasets: Mapping[str, Any]) -> Any:
 def _in_memory_tables(datasets: Mapping[str, Any]) -> int:
     """How many in-memory tables the (non-Ray) datasets hold; a ValueError naming the part
     that cannot be pickled if one cannot be sent to the workers."""
+    if not datasets:
+        return 0  # lockstep.data (and pyarrow) stay unimported: a third of a second
     from lockstep.data._sources import TableSource
 
     return pickling.check(_local_datasets(datasets), "datasets", left_out=(TableSource,))

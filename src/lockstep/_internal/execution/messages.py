@@ -120,8 +120,10 @@ class Heartbeat:
     pid: int | None = None
 
 
+# Not frozen: a frozen dataclass sets each field through object.__setattr__ (four times
+# the cost of this one's 12), and a Report is made, and unpickled, for every report.
 @_pickled_by_fields
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Report:
     """The ``step``-th report of one worker (0-based within the attempt).
 

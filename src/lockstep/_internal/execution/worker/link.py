@@ -85,6 +85,7 @@ class DriverLink:
         # inline: one thread at a time reads; the others wait to be told a message came
         self._turn = threading.Condition(threading.Lock())
         self._reading = False
+        self._sleeping = 0  # threads waiting for the reader's word (most often none)
         self._lock = threading.Lock()
         self._replies: dict[tuple[str, int], Reply] = {}
         self._lost = False
@@ -142,7 +143,11 @@ class DriverLink:
             with self._turn:
                 while not reply.done and not self._lost:
                     if self._reading:
-                        self._turn.wait()  # another thread reads; it wakes us per message
+                        self._sleeping += 1  # another thread reads; it wakes us per message
+                        try:
+                            self._turn.wait()
+                        finally:
+                            self._sleeping -= 1
                     else:
                         self._read_in_turn()
         if reply.error is not None:
@@ -176,7 +181,8 @@ class DriverLink:
         finally:
             self._turn.acquire()
             self._reading = False
-            self._turn.notify_all()
+            if self._sleeping:
+                self._turn.notify_all()
 
     def _read_one(self) -> None:
         step, line = self._awaited_step, self._line

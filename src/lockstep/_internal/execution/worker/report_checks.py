@@ -18,15 +18,15 @@ def clean_metrics(metrics: object) -> dict[str, Any]:
     an error. A torch tensor with dimensions is an error even with one element (a weight,
     a state dict's entry), as Ray refuses tensors in metrics.
     """
+    if type(metrics) is dict and all(
+        type(k) is str and type(v) in _PLAIN for k, v in metrics.items()
+    ):
+        return dict(metrics)  # what the JSON round trip below would give, sooner
     if not isinstance(metrics, Mapping):
         raise UsageError(
             f"report() takes a dict of metrics, got {type(metrics).__name__}. "
             'HINT: train.report({"loss": loss})'
         )
-    if type(metrics) is dict and all(
-        type(k) is str and type(v) in _PLAIN for k, v in metrics.items()
-    ):
-        return dict(metrics)  # what the JSON round trip below would give, sooner
     try:
         return dict(json.loads(json.dumps(metrics, default=_numpy_scalar)))
     except (TypeError, ValueError):

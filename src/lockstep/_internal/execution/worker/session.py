@@ -351,12 +351,12 @@ class WorkerSession:
 
     def data_positions(self) -> dict[str, Any] | None:
         """Where this worker's dataset shards and data loaders are, for a checkpoint."""
+        if not self._start.datasets and not self._loaders:
+            return None  # nothing to keep: the checkpoint's metadata stays the user's
         datasets = {
             name: position_of(self._iterators.get(name, shard))
             for name, shard in self._start.datasets.items()
         }
-        if not datasets and not self._loaders:
-            return None  # nothing to keep: the checkpoint's metadata stays the user's
         loaders = {key: position() for key, position in self._loaders.items()}
         # a shard with no pass yet is kept as none, so no older step's position lingers
         return {

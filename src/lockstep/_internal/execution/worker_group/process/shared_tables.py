@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-from lockstep.data._sources import TableSource
+    from lockstep.data._sources import TableSource
 
 _ALIGNMENT = 64  # each table starts at a multiple of this, as Arrow aligns its buffers
 _NAME = "lockstep-table"
@@ -34,7 +36,10 @@ def dumps(obj: Any, written: list[str]) -> bytes:
     :func:`remove`, so that the worker can open it meanwhile.
     """
     buffer = io.BytesIO()
-    pickler = _Pickler(buffer)
+    # Only a run whose datasets loaded lockstep.data (and pyarrow) can hold a table; the
+    # others never import them.
+    sources = sys.modules.get("lockstep.data._sources")
+    pickler = _Pickler(buffer, getattr(sources, "TableSource", None))
     try:
         pickler.dump(obj)
     finally:
@@ -55,13 +60,14 @@ def remove(written: list[str]) -> None:
 
 
 class _Pickler(ForkingPickler):
-    def __init__(self, file: io.BytesIO) -> None:
+    def __init__(self, file: io.BytesIO, table_type: type[TableSource] | None) -> None:
         super().__init__(file)
+        self._table_type = table_type
         self._fd: int | None = None
         self._sink: Any = None
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is TableSource and hasattr(os, "memfd_create"):
+        if type(obj) is self._table_type and hasattr(os, "memfd_create"):
             place = self._write(obj.table)
             if place is not None:
                 return _open, place
@@ -69,6 +75,8 @@ class _Pickler(ForkingPickler):
 
     def _write(self, table: pa.Table) -> tuple[str, int, int] | None:
         """Append ``table`` to this start's shared memory file: ``(path, offset, length)``."""
+        import pyarrow as pa
+
         try:
             if self._fd is None:
                 self._fd = os.memfd_create(_NAME, os.MFD_CLOEXEC)
@@ -97,6 +105,10 @@ _mapped: dict[tuple[str, int], Any] = {}
 
 def _open(path: str, offset: int, length: int) -> TableSource:
     """In the worker: the table at ``offset`` of ``path``, mapped, not copied."""
+    import pyarrow as pa
+
+    from lockstep.data._sources import TableSource
+
     key = (path, os.stat(path).st_ino)
     if key not in _mapped:
         _mapped.clear()  # a new start: the tables of an earlier one keep their own map
