@@ -208,6 +208,30 @@ def test_a_worker_runs_its_own_multiprocessing_finalizers_at_exit_never_the_driv
     child.join()
 
 
+def test_a_worker_removes_its_own_temporary_directories_at_exit_never_the_drivers(tmp_path):
+    """A TemporaryDirectory still open when a forked worker exits (its ``with`` block never
+    entered: a stop landed between its creation and the block, say) is removed by
+    weakref's exit handler, as in a fresh worker; the driver's, made before the fork server
+    started, stays the driver's."""
+    drivers = tempfile.TemporaryDirectory(dir=tmp_path)
+    names = tmp_path / "names"
+
+    def keeps_one():
+        import builtins
+
+        kept = tempfile.TemporaryDirectory(dir=tmp_path)
+        builtins.lockstep_test_kept = kept  # alive until the worker exits
+        with open(names, "a") as f:
+            f.write(f"{os.getppid()} {kept.name}\n")
+
+    fit(keeps_one, tmp_path / "runs")  # starts this test's fork server, after `drivers`
+    lines = [line.split() for line in names.read_text().splitlines()]
+    assert len(lines) == 2 and all(int(ppid) != os.getpid() for ppid, _ in lines)  # forked
+    assert [os.path.exists(name) for _, name in lines] == [False, False]
+    assert os.path.isdir(drivers.name)
+    drivers.cleanup()
+
+
 def test_a_worker_has_the_drivers_environment_of_now_not_the_servers(tmp_path, monkeypatch):
     """The server keeps the environment it was forked with; each worker takes the
     driver's as it is when the worker starts: what was removed since is gone."""

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -232,6 +233,7 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
     # TemporaryDirectory, say, would delete the driver's directory. Forget the handlers, and
     # freeze every inherited object so that the collector never finalizes one here.
     atexit._clear()
+    _forget_the_drivers_finalizers()
     _forget_the_drivers_multiprocessing()
     _import_what_every_worker_imports()
     gc.freeze()
@@ -253,6 +255,17 @@ def _serve(sock: socket.socket, driver: int, death_signal: bool) -> None:
                 break
     finally:
         os._exit(0)
+
+
+def _forget_the_drivers_finalizers() -> None:
+    """Detach the driver's ``weakref.finalize`` callbacks (a TemporaryDirectory's cleanup):
+    they run neither at exit here nor when a copy of their object dies in a worker. The
+    workers' own finalizers run at their exit, as in a fresh process: the next one made
+    registers weakref's exit handler again (``atexit._clear()`` forgot the driver's), so
+    that a TemporaryDirectory a stopped function never cleaned up is removed."""
+    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        finalizer.detach()
+    weakref.finalize._registered_with_atexit = False  # type: ignore[attr-defined]
 
 
 def _forget_the_drivers_multiprocessing() -> None:
