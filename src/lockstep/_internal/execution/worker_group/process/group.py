@@ -72,6 +72,8 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         self._pump.start()
         threads = max(1, int(self._plan.num_cpus_per_worker))
         allowed = driver_cpus()
+        if self._line is not None:
+            self._line.close()  # (an attempt's workers are stopped before the next starts)
         self._line = ReleaseLine()
         starts = {
             rank: replace(
