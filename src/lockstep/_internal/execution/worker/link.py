@@ -164,13 +164,18 @@ class DriverLink:
         with self._turn:
             if self._reading or self._lost or self.closing:
                 return
-            try:
-                messages = self._reader.available()
-            except (EOFError, OSError):
-                self._driver_lost()
-                return
-            for message in messages:
-                self._dispatch(message)
+            self._take_available()
+
+    def _take_available(self) -> bool:
+        """Dispatch the messages that have arrived; False once the driver is gone."""
+        try:
+            messages = self._reader.available()
+        except (EOFError, OSError):
+            self._driver_lost()
+            return False
+        for message in messages:
+            self._dispatch(message)
+        return True
 
     def _read_in_turn(self) -> None:
         """Read one message, outside the turn's lock (held on entry and on return)."""
@@ -200,14 +205,8 @@ class DriverLink:
         """Wait for the line's release of ``step`` or a message; take the messages first
         (the driver wrote them before it signalled the line)."""
         released, message = line.wait(step)
-        if message:
-            try:
-                messages = self._reader.available()
-            except (EOFError, OSError):
-                self._driver_lost()
-                return
-            for each in messages:
-                self._dispatch(each)
+        if message and not self._take_available():
+            return
         if released:
             self._dispatch(StepDone(step))
 
