@@ -184,13 +184,13 @@ class StepDone:
 
 @dataclass(frozen=True, slots=True)
 class Preempted:
-    """The run is being stopped. A worker shows ``info`` from the release of its next step
-    on (the StepDone, CheckpointCommitted or release line's signal that ends a
-    ``report()``): every worker reads its messages in the order the driver sent them, and
-    those the driver sent before a line's signal before the signal, so all see it from the
-    same step."""
+    """The run is being stopped. Every worker shows ``info`` from the release of step
+    ``from_step`` on (the first the driver releases after telling them), whenever it reads
+    this: a worker on a release line may read it together with an earlier step's release
+    it has not taken yet."""
 
     info: PreemptionInfo
+    from_step: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,7 @@ class WorkerSession:
         self._on_driver_lost = on_driver_lost
         self._iterators: dict[str, Any] = {}
         self._preemption: PreemptionInfo | None = None
-        self._preemption_next: PreemptionInfo | None = None
+        self._preemption_next: Preempted | None = None
         self._loaders: dict[str, Callable[[], dict[str, Any] | None]] = {}
         self._last_heartbeat = float("-inf")
         # For the run's time ledger and `lockstep status`: where this rank's time goes.
@@ -411,11 +411,12 @@ class WorkerSession:
         return outcome.value
 
     def _release(self, step: int) -> None:
-        """End ``report()`` of ``step``. A preemption notice read before it shows from now
-        on: set before the report returns, at the same step on every worker (an ASYNC
-        checkpoint's later commit, which ends no report, does not count)."""
-        if self._preemption_next is not None and self._link.expecting("step", step):
-            self._preemption = self._preemption_next
+        """End ``report()`` of ``step``. A preemption notice shows from the release of its
+        step on: set before that report returns, at the same step on every worker (an
+        ASYNC checkpoint's later commit, which ends no report, does not count)."""
+        notice = self._preemption_next
+        if notice is not None and step >= notice.from_step and self._link.expecting("step", step):
+            self._preemption = notice.info
         self._link.resolve("step", step)
 
     def _dispatch(self, message: object) -> None:
@@ -430,7 +431,7 @@ class WorkerSession:
                 self._release(message.step)
             self._link.resolve("commit", message.step)
         elif isinstance(message, Preempted):
-            self._preemption_next = message.info
+            self._preemption_next = message
         elif isinstance(message, CollectiveReply):
             self._link.resolve("collective", message.seq, message)
         elif isinstance(message, Stop) and self._on_driver_lost is not None:
