@@ -40,6 +40,7 @@ from lockstep._internal.execution.worker.stopping import (
     end_run,
     stop_handler,
 )
+from lockstep._internal.execution.worker.unnamed import unnamed_file
 
 __all__ = ["WorkerStopped", "exit_process", "run_process", "run_worker", "stop_handler"]
 
@@ -123,16 +124,14 @@ def _dump_stacks_on_signal(wait: Callable[[], object]) -> int | None:
     thread of its own runs ``wait`` (for the driver's end of the connection to close).
     """
     import _thread
-    import tempfile
 
     try:
-        stacks = tempfile.TemporaryFile("w+b")  # noqa: SIM115 - kept open for the driver
+        stacks = unnamed_file("lockstep-stacks")  # kept open for the driver
     except OSError:
         return None
     # The training function runs in this thread: the driver looks for its stack.
     main = threading.get_ident()
     stacks.write(f"main thread 0x{main:016x}\n".encode())
-    stacks.flush()
     # Blocked first: the threads started from now on (these two, the session's, the
     # framework's) inherit it. A signal that reaches a thread which does not block it
     # (one started earlier) is ignored rather than ending the worker.

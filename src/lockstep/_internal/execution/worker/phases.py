@@ -14,10 +14,11 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import IO
+
+from lockstep._internal.execution.worker.unnamed import unnamed_file
 
 # The phases a worker writes; the driver adds what only it knows (dead, restarting, a
 # collective seen in the stack).
@@ -76,11 +77,7 @@ class PhasePage:
         back to a disk, which would stall a write to the page while it is; an unlinked
         temporary file where there is no such call); None where none can be made."""
         try:
-            if hasattr(os, "memfd_create"):
-                fd = os.memfd_create("lockstep-phase", os.MFD_CLOEXEC)
-                file: IO[bytes] = os.fdopen(fd, "r+b", buffering=0)
-            else:
-                file = tempfile.TemporaryFile()  # noqa: SIM115 - open while the worker runs
+            file = unnamed_file("lockstep-phase")
             os.ftruncate(file.fileno(), PAGE_SIZE)
             page = mmap.mmap(file.fileno(), PAGE_SIZE)
         except OSError:

@@ -11,6 +11,7 @@ is taken at once (the common case) is the only signal the worker gets.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # signal's C half (no stubs)
 import _thread
 import os
 import signal
@@ -59,13 +60,15 @@ def install(handler: Callable[[int, FrameType | None], None] | None = None) -> A
         _waiting_fd = write_fd
         # it takes no signal (it inherits this mask): each goes to the thread meant for it
         # (the stack signal to its own thread, a stop to the main thread)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        # (_signal's own calls: signal's wrappers make an enum of each of the 64 signals,
+        # a third of a forked worker's Python before its function starts)
+        mask = _signal.pthread_sigmask(signal.SIG_BLOCK, _signal.valid_signals())
         try:
             # not a threading.Thread: the first one a forked worker starts costs 0.5 ms
             # more of its start (threading's own objects copied), and nothing joins it
             _thread.start_new_thread(_again, (read_fd,))
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return previous
 
 
