@@ -106,7 +106,7 @@ class Heartbeat:
     """``train.heartbeat()``: the worker is alive and making progress inside a long step.
 
     ``started``: sent once, when the worker's backend is set up and its function starts,
-    with ``stack_fd``, the descriptor of the unlinked file where the worker writes its
+    with ``stack_fd``, the descriptor of the file with no name where the worker writes its
     stacks on :data:`STACK_SIGNAL` (read as ``/proc/PID/fd/N``: it leaves nothing behind,
     even when the driver is killed), or None, and ``phase_fd``, that of the page where
     it keeps its phase (``worker/phases.py``), or None, and ``pid``, its process id on

@@ -111,7 +111,7 @@ def run_worker(
 
 
 def _dump_stacks_on_signal(wait: Callable[[], object]) -> int | None:
-    """On STACK_SIGNAL, write every thread's stack to an unlinked file; return its
+    """On STACK_SIGNAL, write every thread's stack to a file with no name; return its
     descriptor, which the driver reads as ``/proc/PID/fd/N`` (its hang watchdog and
     ``lockstep status`` ask).
 
