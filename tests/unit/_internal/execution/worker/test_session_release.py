@@ -9,10 +9,12 @@ from multiprocessing.connection import Connection
 
 import pytest
 
+from lockstep._core.checkpoint import Checkpoint
 from lockstep._core.context import TrainContext
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import StorageDir
 from lockstep._internal.execution.messages import (
+    CheckpointCommitted,
     FrameReader,
     Preempted,
     ReleaseLine,
@@ -78,3 +80,21 @@ def test_a_notice_read_with_an_earlier_steps_release_shows_from_its_own_step(end
     line.release(1)
     session.report({"loss": 0.25})
     assert session.get_preemption_info() == info
+
+
+def test_a_commit_never_ends_a_step_on_the_line(ends, tmp_path):
+    # On the line only the line's signal ends a step. A commit that ended step 1 would let
+    # the worker report step 2 and take step 0's signal, still set until the driver's
+    # release of step 1 clears it a moment after the commit, as its own release.
+    driver, line, session = ends
+    line.release(0)
+    session.report({"loss": 0.5})
+    awaited = session._link.expect("step", 1)  # report(1) with a checkpoint waits for it
+    checkpoint = Checkpoint.from_directory(str(tmp_path))
+    send_frame(driver, pickle.dumps(CheckpointCommitted(1, checkpoint)))
+    session._link.take_arrived()
+    assert session.get_checkpoint() == checkpoint  # the commit is taken...
+    assert not awaited.done  # ...and the step still waits for the line
+    line.release(1)
+    session._link.wait(awaited)
+    assert awaited.done
