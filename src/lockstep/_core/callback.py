@@ -196,9 +196,11 @@ class Callback:
 
 
 class UserCallbackListener:
-    """Calls Train's :class:`UserCallback` hooks as a run's events come."""
+    """Calls Train's :class:`UserCallback` hooks as a run's events come (as in Ray, a hook
+    cannot stop the run: the workers need not wait for it)."""
 
     events = (RunStarted, StepRecorded, AttemptFailed, RunEnded)
+    decides = False
 
     def __init__(self, callbacks: Sequence[UserCallback]) -> None:
         self._callbacks = list(callbacks)
@@ -220,9 +222,10 @@ class UserCallbackListener:
 class TrialCallbackListener:
     """Calls Tune's :class:`Callback` hooks for a run that is the experiment's only trial
     (a Train run given Tune's callbacks, the loggers say), as Tune calls them for each of
-    its trials."""
+    its trials; a hook cannot stop the run)."""
 
     events = (RunStarted, StepBegin, StepEnd, StepRecorded, AttemptFailed, RunEnded)
+    decides = False
 
     def __init__(self, callbacks: Sequence[Callback], trial: Trial) -> None:
         self._callbacks = list(callbacks)

@@ -174,6 +174,12 @@ class Listeners:
     def wants(self, kind: type[RunEvent]) -> bool:
         return bool(self._takers(kind))
 
+    def decide_on(self, kind: type[RunEvent]) -> bool:
+        """Whether a listener of ``kind`` may answer other than CONTINUE (one that only
+        shows what happened says ``decides = False``): only then must the event come
+        before what it could stop."""
+        return any(getattr(listener, "decides", True) for listener in self._takers(kind))
+
     def emit(self, event: RunEvent) -> Directive:
         """Call every listener of ``event``; the strongest directive wins (stop over
         pause over continue)."""

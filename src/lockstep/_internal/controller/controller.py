@@ -395,7 +395,8 @@ class TrainController:
     def _tell_workers(self, run: Attempt, drain: Drain) -> None:
         self._ranks_at_end(run)  # what they wait for from now on is the drain's
         self._ledger.enter(DRAINING)
-        run.group.notify(Preempted(drain.info, self._reports.steps.num_steps))
+        drain.told_at(self._reports.hold_steps())  # the steps from then on end here
+        run.group.notify(Preempted(drain.info, drain.first_step))
         then = "stopping" if drain.stops_run else "restarting without it"
         text = f"preempted ({drain.info.reason}): {then} after the next report"
         self._emit(ev.Notice(self._context(), text))

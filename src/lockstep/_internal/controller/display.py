@@ -10,7 +10,10 @@ from lockstep._internal.controller.progress import Progress, RunSummary
 
 class ProgressListener:
     """Shows a run's events on its :class:`Progress` display; a silent one (``verbose=0``)
-    takes none of the steps' events, so that nobody builds them for it."""
+    takes none of the steps' events, so that nobody builds them for it. It only shows:
+    it never stops or pauses the run."""
+
+    decides = False
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress

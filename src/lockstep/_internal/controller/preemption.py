@@ -54,6 +54,7 @@ class Drain:
     def __init__(self, info: PreemptionInfo, *, stops_run: bool, num_steps: int) -> None:
         self.info = info
         self.stops_run = stops_run
+        self.first_step = num_steps
         self._last_step = num_steps + 1
         deadline_ms = info.deadline_ms
         # The deadline is wall-clock (it comes from outside); waited for on the monotonic
@@ -61,6 +62,13 @@ class Drain:
         left = (deadline_ms / 1000 - time.time()) if deadline_ms else 0.0
         left -= flags.WORKER_SHUTDOWN_GRACE_S.get()
         self._deadline = time.monotonic() + max(0.0, left)
+
+    def told_at(self, step: int) -> None:
+        """The workers see the notice when step ``step`` is released (later than the
+        steps complete when it was decided: the workers may end steps without waiting
+        for the driver)."""
+        self.first_step = step
+        self._last_step = step + 1
 
     def done(self, num_steps: int) -> bool:
         """Whether to stop now: the step after the notice is recorded, or time is up."""

@@ -28,6 +28,7 @@ from lockstep._internal.controller.run_record import PendingCheckpoint, RunRecor
 from lockstep._internal.controller.steps import Step, StepAggregator
 from lockstep._internal.controller.uploads import UploadJob, Uploads, discard
 from lockstep._internal.execution.messages import CheckpointCommitted, Report, StepDone
+from lockstep._internal.execution.step_page import StepPage
 from lockstep._internal.execution.worker_group.base import WorkerGroup
 
 # How long progress.csv's lines and time.bin's figures may wait after a step (a driver
@@ -71,6 +72,11 @@ class ReportHandler:
         )
         self._previous_total_s = time_total  # the last step's, for the next one's clock
         self._announcing = listeners.wants(StepRecorded)  # the listeners are the run's
+        # A listener that may stop the run at a step must hear of it before the workers
+        # go on: then the driver ends every step (see execution.step_page).
+        self._driver_ends_steps = listeners.decide_on(StepRecorded)
+        self._page: StepPage | None = None  # the running attempt's, if its workers share one
+        self._rows_shared = False
         self._behind_since: float | None = None  # the first step not caught up, if any
 
     @property
@@ -86,12 +92,41 @@ class ReportHandler:
         self._run, self._group = run, group
         self._steps = StepAggregator(num_workers)
         self._staging_dir = staging_dir
+        self._page, self._rows_shared = group.step_page, False
+        if self._page is not None and self._driver_ends_steps:
+            self._page.hold()
+        self._share_rows(next_step=0)
+
+    def hold_steps(self) -> int:
+        """End every step of the attempt from now on here (the workers are to be told
+        something at a step, and see it as that step ends); returns the first such step."""
+        if self._page is None:
+            return self._steps.num_steps
+        return max(self._page.hold(), self._steps.num_steps)
+
+    def _share_rows(self, next_step: int) -> None:
+        """Let the workers end the steps without a checkpoint themselves, appending their
+        rows to result.json, from step ``next_step`` on (result.json must be open here:
+        a new run's first row is the driver's)."""
+        page = self._page
+        if page is None or self._rows_shared or page.held:
+            return
+        shared = self._record.rows_for_workers()
+        if shared is None:
+            return
+        path, time_base = shared
+        page.share_rows(path, self._record.state.training_iteration - next_step, time_base)
+        self._rows_shared = True
 
     def on_report(self, report: Report) -> Directive:
         """Take one report; record the steps it completes. Raises ``ReportCountMismatch``
         for a rank that reported more often than another finished with, and
         ``CheckpointWriteError`` for a checkpoint storage would not take."""
         now = time.monotonic()
+        if self._page is not None:
+            # A local group's ranks stamp their reports with this machine's clock: when
+            # the rank reached the barrier, which the driver may hear of a batch later.
+            now = min(now, now - time.time() + report.time)
         steps = self._steps.add(report)
         if not steps:
             self._ledger.on_report(report, now)
@@ -147,6 +182,11 @@ class ReportHandler:
         """Before a restart or the end: commit every upload of a complete step and drop
         the hand-off files of steps not every rank reached; the failures that left."""
         failures: dict[int, WorkerFailure] = {}
+        if self._rows_shared:
+            # a worker killed between ending a step and sending its report leaves a row
+            # this driver has not taken (its step stays incomplete here)
+            while self._record.take_worker_row() is not None:
+                pass
         self.collect_uploads(failures, wait=True)
         self.catch_up(idle=True)
         discard(r.handoff for r in self._steps.pending_reports() if r.handoff is not None)
@@ -160,11 +200,20 @@ class ReportHandler:
         workers, count it in the time ledger (``last``: the report that completed it, at
         ``completed``), tell the listeners."""
         assert self._group is not None
+        page = self._page
+        if not step.checkpointed and self._rows_shared and page and page.released(step.index):
+            # The workers ended it: its row is in result.json, written by the last of them.
+            row = self._record.take_worker_row()
+            assert row is not None, f"the row of step {step.index} is not in result.json"
+            self.last_metrics = step.metrics
+            self._count(step, last, completed)
+            return self._announce(step, None, row)
         if not step.checkpointed:
             # The row first (durable: in the kernel's hands, which a killed driver cannot
             # lose), then the workers released; the rest is the driver's own bookkeeping,
             # and what it writes waits for catch_up().
             self._record.record_step(step.metrics, staged=None, timestamp=step.reports[0].time)
+            self._share_rows(next_step=step.index + 1)  # a new run's first row: now they may
             self._group.notify(StepDone(step.index))
             self.last_metrics = step.metrics
             self._count(step, last, completed)

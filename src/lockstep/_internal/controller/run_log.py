@@ -21,7 +21,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from lockstep._core import flags, storage
@@ -78,6 +78,12 @@ class RunLog:
         # appended to them as it comes and only the last is kept in memory: a long run's
         # rows would grow the driver without bound.
         self._rows_on_disk = False
+        # Where result.json's rows taken so far end: what follows, others appended (the
+        # workers ending their steps themselves, see execution.step_page), read with
+        # ``_reading`` from there; ``_unread`` holds what was read of it, not taken yet.
+        self._end = 0
+        self._reading: int | None = None
+        self._unread = b""
 
     def reconcile(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Keep only the rows ``keep`` accepts and write both files whole from them.
@@ -125,12 +131,50 @@ class RunLog:
             self._open_files()  # the files hold every row
         fd = self._json
         assert fd is not None
+        assert not self._unread, "the rows others appended are taken first"
         self._rows[:] = [row]
-        write_all(fd, line.encode())
+        data = line.encode()
+        write_all(fd, data)
+        self._end += len(data)
         if sync:
             # result.json is the record; progress.csv is rebuilt from it by the next driver.
             os.fsync(fd)
         self._behind.append(row)
+
+    def shared_path(self) -> str | None:
+        """result.json's path, where other processes may append rows to it now (the file
+        is open here: see :meth:`take_appended`); None where they may not."""
+        if self._json is None or self._journal is not None:
+            return None
+        return os.path.abspath(self._run_dir.join(storage.RESULTS_FILE))
+
+    def take_appended(self) -> dict[str, Any] | None:
+        """The next row another process appended to result.json, taken as one appended
+        here (the last row, progress.csv's next line); None if there is none."""
+        line = self._next_appended()
+        if line is None:
+            return None
+        row: dict[str, Any] = json.loads(line)
+        self._rows[:] = [row]
+        self._behind.append(row)
+        return row
+
+    def _next_appended(self) -> bytes | None:
+        while True:
+            newline = self._unread.find(b"\n")
+            if newline >= 0:
+                line, self._unread = self._unread[:newline], self._unread[newline + 1 :]
+                self._end += newline + 1
+                return line
+            if self._reading is None:
+                if self._json is None:
+                    return None
+                path = self._run_dir.join(storage.RESULTS_FILE)
+                self._reading = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            more = os.pread(self._reading, 1 << 16, self._end + len(self._unread))
+            if not more:
+                return None  # (a line cut short stays unread)
+            self._unread += more
 
     @property
     def behind(self) -> bool:
@@ -151,14 +195,14 @@ class RunLog:
         write_all(self._csv, self._csv_lines(flat, self._columns).encode())
 
     def _rewrite_csv(self) -> None:
-        """progress.csv whole again, from every row of result.json, then open for
-        appending again."""
+        """progress.csv whole again, from every row of result.json taken so far (not the
+        ones others appended since), then open for appending again."""
         assert self._csv is not None
         os.close(self._csv)
         self._csv = None
-        _, self._columns = _last_row_and_columns(self._run_dir)
+        _, self._columns = _last_row_and_columns(self._run_dir, end=self._end)
         self._known = set(self._columns)
-        self._write_csv()
+        self._write_csv(end=self._end)
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
 
     def sync(self) -> None:
@@ -185,10 +229,11 @@ class RunLog:
         self._close_files()
 
     def _close_files(self) -> None:
-        for fd in (self._json, self._csv):
+        for fd in (self._json, self._csv, self._reading):
             if fd is not None:
                 os.close(fd)
-        self._json = self._csv = None
+        self._json = self._csv = self._reading = None
+        self._unread = b""
 
     def _write_whole(self, *, sync: bool = False) -> None:
         # (an object store's files, from the rows in memory) result.json is the record
@@ -226,15 +271,16 @@ class RunLog:
         self._rows_on_disk = True
         return dropped
 
-    def _write_csv(self) -> None:
-        """progress.csv whole, from result.json's rows read a line at a time."""
+    def _write_csv(self, end: int | None = None) -> None:
+        """progress.csv whole, from result.json's rows read a line at a time (those
+        before byte ``end``, if given)."""
         run_dir = self._run_dir
         assert isinstance(run_dir, storage.LocalDir)
         with run_dir.writing_atomic(storage.PROGRESS_FILE) as out:
             text = io.TextIOWrapper(out, encoding="utf-8", newline="")
             writer = csv.DictWriter(text, self._columns)
             writer.writeheader()
-            writer.writerows(flatten_dict(row) for row in _rows_of(run_dir))
+            writer.writerows(flatten_dict(row) for row in _rows_of(run_dir, end))
             text.flush()
             text.detach()  # the file is closed by writing_atomic
 
@@ -242,6 +288,7 @@ class RunLog:
         # Both stay open for the run: a step costs one write, a batch of csv lines another.
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
         self._csv = open_append(self._run_dir.join(storage.PROGRESS_FILE))
+        self._end = os.fstat(self._json).st_size
 
     def _start_files(self, row: dict[str, Any], *, sync: bool) -> None:
         """A new run's first line: both files created by opening them for appending, so
@@ -253,7 +300,9 @@ class RunLog:
         self._columns = _columns(self._rows)
         self._known = set(self._columns)
         self._json = open_append(self._run_dir.join(storage.RESULTS_FILE))
-        write_all(self._json, _json_lines(self._rows).encode())
+        first = _json_lines(self._rows).encode()
+        write_all(self._json, first)
+        self._end = os.fstat(self._json).st_size
         if sync:
             os.fsync(self._json)
             storage.fsync_dir(self._run_dir.path)  # the new file's name, on the disk too
@@ -277,18 +326,31 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
     return list(columns)
 
 
-def _rows_of(run_dir: storage.StorageDir) -> Iterator[dict[str, Any]]:
-    """The rows of a local run's result.json, read a line at a time."""
+def _rows_of(run_dir: storage.StorageDir, end: int | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a local run's result.json, read a line at a time (those before byte
+    ``end``, if given)."""
     with open(run_dir.join(storage.RESULTS_FILE), "rb") as f:
-        yield from iter_result_lines(f)
+        yield from iter_result_lines(f if end is None else _lines_before(f, end))
 
 
-def _last_row_and_columns(run_dir: storage.StorageDir) -> tuple[dict[str, Any] | None, list[str]]:
-    """A local run's last row and every row's columns, reading a row at a time."""
+def _lines_before(lines: Iterable[bytes], end: int) -> Iterator[bytes]:
+    at = 0
+    for line in lines:
+        at += len(line)
+        if at > end:
+            return
+        yield line
+
+
+def _last_row_and_columns(
+    run_dir: storage.StorageDir, end: int | None = None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """A local run's last row and every row's columns, reading a row at a time (those
+    before byte ``end``, if given)."""
     if not run_dir.exists(storage.RESULTS_FILE):
         return None, []
     last, columns = None, dict[str, None]()
-    for row in _rows_of(run_dir):
+    for row in _rows_of(run_dir, end):
         columns.update(dict.fromkeys(flatten_dict(row)))
         last = row
     return last, list(columns)

@@ -152,6 +152,23 @@ class RunRecord:
     def write_params(self, params: Mapping[str, Any]) -> None:
         self._run_log.write_params(params)
 
+    def rows_for_workers(self) -> tuple[str, float] | None:
+        """Where the workers may append the rows of their steps now, and the base of
+        their ``time_total_s`` (add ``time.monotonic()``): result.json, once open here;
+        None where they may not (rows fsync'd one by one, an object store's journal)."""
+        path = self._run_log.shared_path()
+        if path is None or self._fsync_rows:
+            return None
+        return path, self._time_offset - self._started
+
+    def take_worker_row(self) -> dict[str, Any] | None:
+        """The next row a worker appended (see :meth:`rows_for_workers`), recorded as a
+        step this record logged; None if there is none."""
+        row = self._run_log.take_appended()
+        if row is not None:
+            self.state.training_iteration = int(row["training_iteration"])
+        return row
+
     def start_attempt(self, attempt: int, num_workers: int | None = None) -> str:
         """Clear what an earlier attempt left uncommitted; return where this attempt's
         workers stage their checkpoints (sent to them, echoed back in their reports).

@@ -12,7 +12,7 @@ import select
 import signal
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
@@ -22,6 +22,7 @@ from lockstep._core.context import TrainContext
 from lockstep._core.errors import WorkerFailure
 from lockstep._core.preemption import PreemptionInfo
 from lockstep._core.storage import StorageDir, write_all
+from lockstep._internal.execution.step_page import StepPage
 
 _M = TypeVar("_M")
 
@@ -244,50 +245,74 @@ class ReleaseLine:
     Answering each worker with a StepDone costs the driver a write per worker per step,
     and each write wakes a worker that then takes the CPU from the driver before it has
     written to the next one (128 workers: half a report's time). Instead every worker
-    waits on one of two eventfds, ``fds[k % 2]`` for step k, and the driver signals it
-    once for all, after clearing the other one: step k-1's signal, which no worker still
-    waits for, as every worker has reported step k since.
+    waits on one of two eventfds, ``fds[k % 2]`` for step k, which is signalled once for
+    all (:func:`signal_step`): by the last worker to reach a step the workers end among
+    themselves (see ``step_page``), else by the driver.
 
     The line is the only release of the workers on it: what else the driver tells them
     (a commit, a preemption notice) still comes over each worker's connection, written
     before the line is signalled and read by the worker before it takes the signal
     (:class:`LineWaiter`), so that it is seen at the same step as before.
+
+    While the workers end their steps themselves, the driver takes what they send in
+    batches rather than at every message (see ``ConnectedWorkerGroup.poll``): a worker
+    that needs it at once (a step it must end, a collective, the function's end) rings
+    its ``bell``, another eventfd, after sending.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, world_size: int) -> None:
         flags = os.EFD_NONBLOCK | os.EFD_CLOEXEC
         self.fds = (os.eventfd(0, flags), os.eventfd(0, flags))
+        self.bell = os.eventfd(0, flags)
+        self.page = StepPage.create(world_size)
 
     def release(self, step: int) -> None:
         """Every worker may return from ``report()`` of ``step`` (steps in order)."""
-        try:
-            os.eventfd_read(self.fds[(step + 1) % 2])
-        except BlockingIOError:
-            pass  # not signalled yet: step 0
-        os.eventfd_write(self.fds[step % 2], 1)
+        self.page.set_released(step)
+        signal_step(self.fds, step)
 
     def send(self, conn: Any) -> None:
         """Hand the line to the worker at the other end of ``conn`` (a local socket)."""
         sock = socket.socket(fileno=conn.fileno())
         try:
-            socket.send_fds(sock, [b"L"], list(self.fds))
+            socket.send_fds(sock, [b"L"], [*self.fds, self.page.fd, self.bell])
         finally:
             sock.detach()
 
+    def answer_bell(self) -> None:
+        """The driver takes what rang the bell: it rings again for what comes next."""
+        try:
+            os.eventfd_read(self.bell)
+        except BlockingIOError:
+            pass
+
     def close(self) -> None:
-        for fd in self.fds:
+        for fd in (*self.fds, self.bell):
             os.close(fd)
+        self.page.close()
+        os.close(self.page.fd)
+
+
+def signal_step(fds: Sequence[int], step: int) -> None:
+    """Signal the line's release of ``step``, after clearing the other eventfd: step
+    k-1's signal, which no worker still waits for, as every worker has reported step k
+    since."""
+    try:
+        os.eventfd_read(fds[(step + 1) % 2])
+    except BlockingIOError:
+        pass  # not signalled yet: step 0
+    os.eventfd_write(fds[step % 2], 1)
 
 
 def receive_line(conn: Any) -> list[int]:
     """The descriptors of the release line the driver sent after the WorkerStart (see
-    :meth:`ReleaseLine.send`)."""
+    :meth:`ReleaseLine.send`): its two eventfds, its step page and the driver's bell."""
     sock = socket.socket(fileno=conn.fileno())
     try:
-        _, fds, _, _ = socket.recv_fds(sock, 1, 2)
+        _, fds, _, _ = socket.recv_fds(sock, 1, 4)
     finally:
         sock.detach()
-    if len(fds) != 2:
+    if len(fds) != 4:
         raise EOFError("the driver went away while handing over its release line")
     for fd in fds:
         os.set_inheritable(fd, False)  # (a program the function starts has no use for it)

@@ -78,6 +78,10 @@ class FakeWorkerGroup:
     def preemption_notice(self) -> PreemptionInfo | None:
         return None
 
+    @property
+    def step_page(self) -> None:
+        return None  # the driver ends every step
+
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]:
         return {}
 

@@ -18,7 +18,7 @@ from lockstep._internal.execution.messages import (
 
 @pytest.fixture
 def line():
-    line = ReleaseLine()
+    line = ReleaseLine(2)
     yield line
     line.close()
 
@@ -33,7 +33,10 @@ def workers(line):
         driver.send("start")
         line.send(driver)
         assert worker.recv() == "start"  # the start message first, untouched
-        made.append((driver, worker, LineWaiter(receive_line(worker), worker.fileno())))
+        fds = receive_line(worker)
+        for fd in fds[2:]:  # the step page and the bell (see test_step_page.py)
+            os.close(fd)
+        made.append((driver, worker, LineWaiter(fds[:2], worker.fileno())))
     yield made
     for driver, worker, waiter in made:
         waiter.close()
@@ -66,7 +69,7 @@ def test_a_message_written_before_the_release_is_seen_with_it(line, workers):
 
 
 def test_a_worker_gets_the_drivers_own_line():
-    line = ReleaseLine()
+    line = ReleaseLine(1)
     ours, theirs = socket.socketpair()
     driver, worker = Connection(ours.detach()), Connection(theirs.detach())
     try:

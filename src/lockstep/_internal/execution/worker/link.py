@@ -20,6 +20,7 @@ and the connection together, and takes what the connection holds before the rele
 
 from __future__ import annotations
 
+import os
 import pickle
 import select
 import threading
@@ -27,7 +28,16 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from lockstep._internal.execution.messages import FrameReader, LineWaiter, StepDone, send_frame
+from lockstep._internal.execution.messages import (
+    FrameReader,
+    Heartbeat,
+    LineWaiter,
+    Report,
+    StepDone,
+    send_frame,
+    signal_step,
+)
+from lockstep._internal.execution.step_page import StepPage
 
 
 class DriverLostError(RuntimeError):
@@ -60,7 +70,9 @@ class DriverLink:
         on_lost: Called once the driver is gone while the worker still expects it.
         threaded: Read with a thread of its own rather than in the waiting thread.
         line: The descriptors of the driver's release line, which ends each step (read
-            inline only); without one, a StepDone message does.
+            inline only), of its step page and of the driver's bell; without them, a
+            StepDone message does.
+        world_size: How many workers share the line.
     """
 
     def __init__(
@@ -72,12 +84,16 @@ class DriverLink:
         threaded: bool = False,
         name: str = "lockstep-session",
         line: list[int] | None = None,
+        world_size: int = 1,
     ) -> None:
         assert line is None or not threaded, "a release line is read inline"
         self._conn = conn
         self._awaited_step: int | None = None  # a report waiting for its step's release
         self._reader = FrameReader(conn)  # every read of the connection goes through it
-        self._line = None if line is None else LineWaiter(line, self._reader.fileno())
+        self._line = None if line is None else LineWaiter(line[:2], self._reader.fileno())
+        self._line_fds = None if line is None else line[:2]
+        self._page = None if line is None else StepPage(line[2], world_size)
+        self._bell = None if line is None else line[3]
         self._dispatch = dispatch
         self._on_lost = on_lost
         self._threaded = threaded
@@ -98,6 +114,9 @@ class DriverLink:
             threading.Thread(target=self._read_loop, name=self._name, daemon=True).start()
 
     def send(self, message: object) -> None:
+        """Send ``message``; on a line whose driver takes messages in batches, ring its
+        bell after anything but a report or a heartbeat (a report that needs the driver
+        at once rings it itself: :meth:`arrive`)."""
         # pickle's own dumps: multiprocessing's builds a pickler of its own per message
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         with self._send_lock:
@@ -105,6 +124,34 @@ class DriverLink:
                 send_frame(self._conn, data)
             except OSError as exc:
                 raise DriverLostError(f"the driver went away: {exc}") from exc
+        if self._bell is not None and not isinstance(message, Report | Heartbeat):
+            self.ring()
+
+    def ring(self) -> None:
+        """Ring the driver's bell, if it waits for it (see ``messages.ReleaseLine``)."""
+        page, bell = self._page, self._bell
+        try:
+            if page is not None and bell is not None and page.sharing:
+                os.eventfd_write(bell, 1)
+        except (OSError, ValueError):
+            pass  # (closed meanwhile: the worker ended)
+
+    def arrive(self, report: Report) -> bool:
+        """On a line with a step page, count this rank in at the report's step before
+        sending the report (see ``step_page``): the last rank to arrive may end the step.
+        True where this rank must :meth:`ring` once it sent the report."""
+        if self._page is None:
+            return False
+        fds = self._line_fds
+        assert fds is not None
+        return self._page.arrive(
+            report.step,
+            report.rank,
+            report.metrics,
+            report.time,
+            needs_driver=report.checkpointed,
+            release=lambda step: signal_step(fds, step),
+        )
 
     @property
     def on_line(self) -> bool:
@@ -219,6 +266,17 @@ class DriverLink:
             if self._line is not None:
                 self._line.close()
                 self._line = None
+
+    def end(self) -> None:
+        """The last message is sent: close the step page and the bell (after
+        :meth:`close`, which leaves them for that message's ring)."""
+        with self._lock:
+            page, bell, self._page, self._bell = self._page, self._bell, None, None
+        if page is not None:
+            page.close()
+            os.close(page.fd)
+        if bell is not None:
+            os.close(bell)
 
     def _read_loop(self) -> None:
         while not self._lost:

@@ -101,6 +101,7 @@ def run_worker(
         _send_failure(session, start.context.world_rank, exc)
         return 1
     finally:
+        session.end()
         end_run()  # the backend's teardown is a clean-up a stop does not cut short
         try:
             backend.on_worker_shutdown(start.context)

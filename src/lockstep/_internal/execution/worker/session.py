@@ -105,6 +105,7 @@ class WorkerSession:
             threaded=not read_inline,
             name=f"lockstep-session-rank{start.context.world_rank}",
             line=line,
+            world_size=start.context.world_size,
         )
 
     @property
@@ -280,7 +281,10 @@ class WorkerSession:
         reply = self._link.expect("step", report.step)
         if report.checkpointed and not commit:
             self._pending_commits.append(self._link.expect("commit", report.step))
+        ring = self._link.arrive(report)  # first: so it is decided once the driver has all
         self._link.send(report)
+        if ring:
+            self._link.ring()
         self._num_reports += 1
         self._link.wait(reply)
         self._released_at = time.monotonic()
@@ -392,6 +396,10 @@ class WorkerSession:
     def close(self) -> None:
         """Stop expecting messages; the driver's end may now close without alarm."""
         self._link.close()
+
+    def end(self) -> None:
+        """The last message to the driver is sent."""
+        self._link.end()
 
     def _stage(self, checkpoint: Checkpoint, step: int) -> str:
         """Upload the files into this rank's part of the step; return the step's directory."""

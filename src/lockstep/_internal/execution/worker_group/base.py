@@ -50,6 +50,7 @@ from lockstep._internal.execution.messages import (
     send_frame,
 )
 from lockstep._internal.execution.plan import ExecutionPlan, Topology
+from lockstep._internal.execution.step_page import StepPage
 from lockstep._internal.execution.worker import phases
 from lockstep._internal.execution.worker_group import stacks
 from lockstep._internal.execution.worker_group.readiness import Key, Readiness
@@ -91,6 +92,12 @@ class WorkerGroupSpec:
         )
 
 
+# How long what the workers send may wait for the driver while they end their steps
+# themselves (what needs it at once rings its bell): the driver's view of their reports
+# (the hang watch, `lockstep status`, the time ledger) is at most this much behind.
+BATCH_S = 0.01
+
+
 class WorkerGroup(Protocol):
     """N workers running one training function.
 
@@ -108,6 +115,9 @@ class WorkerGroup(Protocol):
     def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None: ...
 
     def preemption_notice(self) -> PreemptionInfo | None: ...
+
+    @property
+    def step_page(self) -> StepPage | None: ...
 
     def collect_stacks(self, timeout: float = 2.0) -> dict[int, tuple[int, str]]: ...
 
@@ -148,6 +158,7 @@ class ConnectedWorkerGroup(abc.ABC):
         # worker finishes, so each poll is one system call.
         self._selector: Readiness | None = None
         self._selector_done = 0  # how many workers had finished when it was made
+        self._selector_bell: int | None = None  # the bell it watches instead of connections
         self._backend: Backend | None = None  # its driver side runs while the group does
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
@@ -242,6 +253,9 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
+        line = self._line
+        if line is not None and line.page.sharing:
+            return self._poll_in_batches(line, timeout)
         selector = self._waiting()
         if not selector:
             return events
@@ -250,6 +264,25 @@ class ConnectedWorkerGroup(abc.ABC):
             # What came meanwhile (another rank's report of the same step, often): one
             # look more, so that a step's reports are taken in one poll.
             self._take_ready(self._waiting().ready(0), events)
+        if any(isinstance(e, Failed) for e in events):
+            self._take_everything_sent(events)
+        return events
+
+    def _poll_in_batches(self, line: ReleaseLine, timeout: float) -> list[WorkerEvent]:
+        """While the workers end their steps themselves, nothing they send needs the
+        driver at once but what rings its bell (or a worker's end): the driver takes
+        everything every :data:`BATCH_S` at most, rather than waking at every report,
+        which on a machine with as many workers as cores takes their CPU."""
+        events: list[WorkerEvent] = []
+        if all(rank in self._done for rank in self._conns):
+            return events
+        selector = self._waiting(bell=line.bell)
+        ready = selector.ready(min(timeout, BATCH_S))
+        line.answer_bell()
+        for rank in list(self._conns):
+            if rank not in self._done:
+                self._receive(rank, events)
+        self._take_ready([key for key in ready if key[0] == "end"], events)
         if any(isinstance(e, Failed) for e in events):
             self._take_everything_sent(events)
         return events
@@ -269,26 +302,40 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank in list(self._conns):
             self._receive(rank, events, to_the_end=True)
 
-    def _waiting(self) -> Readiness:
-        """The readiness of every unfinished worker's connection and end-of-process fd."""
+    def _waiting(self, bell: int | None = None) -> Readiness:
+        """The readiness of every unfinished worker's connection and end-of-process fd;
+        with a ``bell``, of the bell instead of the connections."""
         # (the finished ranks only grow within an attempt: their count says whether they did)
-        if self._selector is not None and self._selector_done == len(self._done):
+        if (
+            self._selector is not None
+            and self._selector_done == len(self._done)
+            and self._selector_bell == bell
+        ):
             return self._selector
         self._close_selector()
         selector = Readiness()
+        if bell is not None:
+            selector.add(bell, ("bell", -1))
         for rank, conn in self._conns.items():
-            if rank not in self._done:
+            if rank not in self._done and bell is None:
                 selector.add(conn, ("conn", rank))
         for waitable, rank in self._exit_waitables().items():
             if rank not in self._done:
                 selector.add(waitable, ("end", rank))
         self._selector, self._selector_done = selector, len(self._done)
+        self._selector_bell = bell
         return selector
 
     def _close_selector(self) -> None:
         if self._selector is not None:
             self._selector.close()
             self._selector = None
+
+    @property
+    def step_page(self) -> StepPage | None:
+        """The page on which the workers end their steps among themselves, if they do
+        (a local process group: see ``step_page``)."""
+        return None if self._line is None else self._line.page
 
     def notify(self, message: StepDone | CheckpointCommitted | Preempted) -> None:
         if self._line is not None and isinstance(message, StepDone):

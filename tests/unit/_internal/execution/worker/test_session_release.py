@@ -29,7 +29,7 @@ from lockstep._internal.execution.worker.session import WorkerSession
 @pytest.fixture
 def ends(tmp_path):
     """The driver's end of a worker's connection, its release line, and the session."""
-    line = ReleaseLine()
+    line = ReleaseLine(1)
     ours, theirs = socket.socketpair()
     driver, worker = Connection(ours.detach()), Connection(theirs.detach())
     line.send(driver)
@@ -50,6 +50,7 @@ def ends(tmp_path):
     session = WorkerSession(worker, start, line=receive_line(worker))
     yield driver, line, session
     session._link.close()
+    session.end()
     line.close()
     driver.close()
     worker.close()

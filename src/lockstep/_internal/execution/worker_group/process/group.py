@@ -74,7 +74,7 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
         allowed = driver_cpus()
         if self._line is not None:
             self._line.close()  # (an attempt's workers are stopped before the next starts)
-        self._line = ReleaseLine()
+        self._line = ReleaseLine(len(starts))
         starts = {
             rank: replace(
                 start,

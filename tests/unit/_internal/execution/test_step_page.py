@@ -1,0 +1,129 @@
+"""The step page: the workers of a local group end a step among themselves, writing its row
+as the driver would, unless the step or the driver needs the driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from lockstep._internal.execution.step_page import METRICS_MAX, StepPage
+
+
+@pytest.fixture
+def rows(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"first": 1, "training_iteration": 1}) + "\n")
+    return path
+
+
+@pytest.fixture
+def page():
+    page = StepPage.create(2)
+    yield page
+    page.close()
+    os.close(page.fd)
+
+
+def arrive(page, step, rank, metrics, released, *, needs_driver=False, timestamp=0.0):
+    page.arrive(step, rank, metrics, timestamp, needs_driver=needs_driver, release=released.append)
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def driver_row(metrics, iteration, timestamp, time_total_s):
+    """The row RunRecord writes for a step without a checkpoint."""
+    return {
+        **metrics,
+        "training_iteration": iteration,
+        "timestamp": timestamp,
+        "time_total_s": time_total_s,
+        "checkpoint_dir_name": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"loss": 0.25, "step": 3},
+        {},
+        {"nested": {"a": [1, 2.5, None]}, "name": 'naïve "quoted"', "nan": float("nan")},
+    ],
+)
+def test_the_last_rank_writes_the_drivers_row_and_releases(page, rows, metrics):
+    page.share_rows(str(rows), iteration_base=1, time_base=100.0 - time.monotonic())
+    released: list[int] = []
+    arrive(page, 0, 1, {"rank": 1}, released)
+    assert released == [] and len(lines(rows)) == 1  # one rank of two: nothing yet
+    arrive(page, 0, 0, metrics, released, timestamp=1234.5)
+    assert released == [0]
+    assert page.released(0) and not page.released(1)
+    written = rows.read_text().splitlines()[1]
+    row = json.loads(written)
+    assert 100.0 <= row["time_total_s"] < 100.0 + 60
+    # byte for byte what the driver writes: json.dumps of rank 0's metrics and its columns
+    assert written == json.dumps(driver_row(metrics, 2, 1234.5, row["time_total_s"]))
+
+
+def test_steps_count_on_and_a_checkpoint_or_a_hold_leaves_the_step_to_the_driver(page, rows):
+    page.share_rows(str(rows), iteration_base=1, time_base=0.0)
+    released: list[int] = []
+    for rank in (1, 0):
+        arrive(page, 0, rank, {"s": 0}, released)
+    arrive(page, 1, 0, {"s": 1}, released)
+    arrive(page, 1, 1, {"s": 1}, released, needs_driver=True)  # a checkpoint on rank 1
+    assert released == [0] and not page.released(1)
+    page.set_released(1)  # the driver wrote its row and released it
+    for rank in (0, 1):
+        arrive(page, 2, rank, {"s": 2}, released)
+    assert released == [0, 2]
+    assert page.hold() == 3  # steps 0-2 released: the driver ends step 3 on
+    for rank in (0, 1):
+        arrive(page, 3, rank, {"s": 3}, released)
+    assert released == [0, 2] and page.held and not page.released(3)
+    assert [(r["s"], r["training_iteration"]) for r in lines(rows)[1:]] == [(0, 2), (2, 4)]
+
+
+def test_without_the_rows_path_or_with_metrics_json_cannot_take_the_driver_ends_it(page, rows):
+    released: list[int] = []
+    for rank in (0, 1):
+        arrive(page, 0, rank, {"a": 1}, released)  # the driver has not shared result.json
+    page.share_rows(str(rows), iteration_base=1, time_base=0.0)
+    page.set_released(0)
+    arrive(page, 1, 0, {"tensor": object()}, released)  # not JSON: the driver says why
+    arrive(page, 1, 1, {}, released)
+    page.set_released(1)
+    arrive(page, 2, 0, {"long": "x" * METRICS_MAX}, released)
+    arrive(page, 2, 1, {}, released)
+    assert released == [] and len(lines(rows)) == 1
+
+
+def test_a_row_the_file_will_not_take_leaves_the_step_to_the_driver(page, tmp_path):
+    page.share_rows(str(tmp_path / "gone" / "result.json"), iteration_base=0, time_base=0.0)
+    released: list[int] = []
+    for rank in (0, 1):
+        arrive(page, 0, rank, {"a": 1}, released)
+    assert released == [] and not page.released(0)
+
+
+def test_a_killed_worker_holding_the_page_does_not_keep_it(page, rows):
+    """The lock is the kernel's record lock: it goes with the process that held it."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker that dies while it holds the page
+        page._locked().__enter__()
+        os.write(writer, b"x")
+        os.kill(os.getpid(), 9)
+    os.read(reader, 1)
+    os.waitpid(pid, 0)
+    os.close(reader)
+    os.close(writer)
+    page.share_rows(str(rows), iteration_base=1, time_base=0.0)  # takes the lock: no hang
+    released: list[int] = []
+    for rank in (0, 1):
+        arrive(page, 0, rank, {"a": 1}, released)
+    assert released == [0]
