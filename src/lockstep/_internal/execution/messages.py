@@ -275,7 +275,7 @@ class ReleaseLine:
         """Hand the line to the worker at the other end of ``conn`` (a local socket)."""
         sock = socket.socket(fileno=conn.fileno())
         try:
-            socket.send_fds(sock, [b"L"], [*self.fds, self.page.fd, self.bell])
+            socket.send_fds(sock, [b"L"], [*self.fds, *self.page.fds, self.bell])
         finally:
             sock.detach()
 
@@ -287,10 +287,9 @@ class ReleaseLine:
             pass
 
     def close(self) -> None:
-        for fd in (*self.fds, self.bell):
-            os.close(fd)
         self.page.close()
-        os.close(self.page.fd)
+        for fd in (*self.fds, *self.page.fds, self.bell):
+            os.close(fd)
 
 
 def signal_step(fds: Sequence[int], step: int) -> None:
@@ -306,13 +305,14 @@ def signal_step(fds: Sequence[int], step: int) -> None:
 
 def receive_line(conn: Any) -> list[int]:
     """The descriptors of the release line the driver sent after the WorkerStart (see
-    :meth:`ReleaseLine.send`): its two eventfds, its step page and the driver's bell."""
+    :meth:`ReleaseLine.send`): its two eventfds, its step page's three (see
+    ``StepPage``) and the driver's bell."""
     sock = socket.socket(fileno=conn.fileno())
     try:
-        _, fds, _, _ = socket.recv_fds(sock, 1, 4)
+        _, fds, _, _ = socket.recv_fds(sock, 1, 6)
     finally:
         sock.detach()
-    if len(fds) != 4:
+    if len(fds) != 6:
         raise EOFError("the driver went away while handing over its release line")
     for fd in fds:
         os.set_inheritable(fd, False)  # (a program the function starts has no use for it)

@@ -4,70 +4,89 @@ A step of ``report()`` without a checkpoint needs nothing of the driver but its 
 result.json, durable before any worker returns. Going through the driver costs every
 step a message to it from each worker, the driver's wake-up, its bookkeeping and its
 release, all on the workers' way (about twice the bare barrier's time). Instead the
-workers of a local process group share one page of memory: each counts itself in under
-a lock (``fcntl.lockf``: the kernel drops the lock of a worker that dies holding it),
-rank 0 leaves its metrics there, and the last to arrive appends the step's row to
-result.json (one ``os.write``, ``O_APPEND``: the line is whole, and in the kernel's
-hands before anyone returns, as the driver's) and signals the release line. The
-workers' reports still go to the driver, after they counted themselves in: it takes
-the row from result.json (:meth:`StepPage.released`), and keeps its ledger, hang
-watch and report counts as before, off the workers' way.
+workers of a local process group share a page of memory and a pipe of tokens, world
+size less one of them for each step: an arriving rank takes one (a one-byte read, which
+the kernel gives to one reader only), and the one that finds none is the last to arrive
+(no lock all ranks queue for: 128 workers arriving at once would convoy behind one that
+was preempted holding it). The last puts the next step's tokens in, appends the step's
+row to result.json (one ``os.write``, ``O_APPEND``: the line is whole, and in the
+kernel's hands before anyone returns, as the driver's) from what rank 0 left in the page
+(its metrics, its time stamp), and signals the release line. The workers' reports still
+go to the driver, after they arrived: it takes the row from result.json
+(:meth:`StepPage.released`), and keeps its ledger, hang watch and report counts as
+before, off the workers' way.
 
 The driver keeps the steps it must see first: any rank's checkpoint, metrics rank 0
 cannot put in the page (too long, not JSON), and every step once it holds the page
 (:meth:`StepPage.hold`: a run whose listeners decide at each step, rows that must be
 fsync'd, a preemption notice to deliver at a known step). The last rank to arrive at
 such a step leaves it to the driver, which records it and releases the line as before.
+The last rank decides under a lock it shares with the driver alone (a semaphore in the
+page), so that a hold lands between two decisions.
 """
 
 from __future__ import annotations
 
-import fcntl
+import ctypes
 import json
 import mmap
 import os
 import time
 from collections.abc import Callable, Mapping
+from errno import EINTR, ETIMEDOUT
 from typing import Any
 
 # The header: 8-byte fields, each read and written whole through a memoryview (one
 # aligned load or store: the driver reads ``released`` without the lock, and struct's
-# pack_into zeroes what it packs before writing it). The step being counted, how many
-# ranks counted themselves in, how many steps are released, what makes a row's
-# training_iteration and time_total_s, rank 0's time.time() of the step, the flags, whether
-# the step needs the driver, and the lengths of the metrics and the path below.
-_STEP, _ARRIVED, _RELEASED, _ITERATION_BASE, _TIME_BASE, _TIMESTAMP = range(6)
-_FLAGS, _NEEDS_DRIVER, _METRICS_LEN, _PATH_LEN = range(6, 10)
-_HEADER_SIZE = 80
+# pack_into zeroes what it packs before writing it). How many steps are released, what
+# makes a row's training_iteration and time_total_s, rank 0's time.time() of the step,
+# the flags, whether the step needs the driver, the lengths of the metrics and the path.
+_RELEASED, _ITERATION_BASE, _TIME_BASE, _TIMESTAMP, _FLAGS = range(5)
+_NEEDS_DRIVER, _METRICS_LEN, _PATH_LEN = range(5, 8)
+_HEADER_SIZE = 64
+_LOCK_AT = 96  # the semaphore (32 bytes on Linux x86-64 and aarch64)
 _PATH_AT = 128
 _PATH_MAX = 4096
 _METRICS_AT = _PATH_AT + _PATH_MAX
 SIZE = 64 * 1024
 METRICS_MAX = SIZE - _METRICS_AT
 
+# How long the driver waits for the page's lock (a worker holds it for microseconds,
+# unless its row's write is stuck or it died holding it).
+DRIVER_WAIT_S = 10.0
+
 _HOLD = 1  # the driver ends every step from now on
 _ROWS = 2  # the path of result.json is set: the workers may append rows to it
 
 
 class StepPage:
-    """One attempt's page, over the descriptor ``fd`` (made by :meth:`create`, or handed
-    to a worker), for ``world_size`` workers."""
+    """One attempt's page for ``world_size`` workers, over its descriptors ``fds`` (made
+    by :meth:`create`, or handed to a worker): the page's memfd, then the token pipe's
+    ends, reading (non-blocking) and writing."""
 
-    def __init__(self, fd: int, world_size: int) -> None:
-        self.fd = fd
+    def __init__(self, fds: list[int], world_size: int) -> None:
+        self.fds = fds
+        fd, self._tokens, self._refill = fds
+        self._next_tokens = b"t" * (world_size - 1)
         self._world_size = world_size
         self._map = mmap.mmap(fd, SIZE)
         header = memoryview(self._map)[:_HEADER_SIZE]
         self._ints = header.cast("q")
         self._floats = header.cast("d")
         header.release()
+        self._lock = _Lock(self._map)
         self._rows_fd: int | None = None  # a worker's result.json, opened at its first row
 
     @classmethod
     def create(cls, world_size: int) -> StepPage:
         fd = os.memfd_create("lockstep-steps", os.MFD_CLOEXEC)
         os.ftruncate(fd, SIZE)
-        return cls(fd, world_size)
+        tokens, refill = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(tokens, False)
+        page = cls([fd, tokens, refill], world_size)
+        page._lock.init()
+        os.write(refill, page._next_tokens)  # step 0's
+        return page
 
     # -- the driver's side --------------------------------------------------------
 
@@ -79,19 +98,31 @@ class StepPage:
         if len(encoded) > _PATH_MAX:
             return  # (the driver keeps ending the steps)
         ints = self._ints
-        with self._locked():
+        if not self._lock.acquire_within(DRIVER_WAIT_S):
+            return  # a worker died holding it: the attempt ends (the driver ends its steps)
+        try:
             self._map[_PATH_AT : _PATH_AT + len(encoded)] = encoded
             ints[_PATH_LEN] = len(encoded)
             ints[_ITERATION_BASE] = iteration_base
             self._floats[_TIME_BASE] = time_base
             ints[_FLAGS] |= _ROWS
+        finally:
+            self._lock.__exit__()
 
     def hold(self) -> int:
         """End every step from now on in the driver; returns the first of them (the
         steps before it are released, their rows written)."""
-        with self._locked():
-            self._ints[_FLAGS] |= _HOLD
-            return int(self._ints[_RELEASED])
+        ints = self._ints
+        if not self._lock.acquire_within(DRIVER_WAIT_S):
+            # A worker holds it that long (its row's write stuck, or it died): the step
+            # under way may still be the workers'; the one after it is the driver's.
+            ints[_FLAGS] |= _HOLD
+            return int(ints[_RELEASED]) + 1
+        try:
+            ints[_FLAGS] |= _HOLD
+            return int(ints[_RELEASED])
+        finally:
+            self._lock.__exit__()
 
     @property
     def held(self) -> bool:
@@ -128,37 +159,37 @@ class StepPage:
         """Count this rank in at ``step``; the last rank to arrive writes the step's row
         and calls ``release(step)``, unless the driver ends the step. Returns True where
         this rank is the last and left the step to a driver that waits for the bell."""
-        encoded = b""
-        if rank == 0 and not needs_driver:
-            try:
-                encoded = json.dumps(metrics).encode()
-            except (TypeError, ValueError):
-                needs_driver = True  # the driver says why the row cannot be written
-            if len(encoded) > METRICS_MAX:
-                encoded, needs_driver = b"", True
         ints = self._ints
-        with self._locked():
-            arrived = ints[_ARRIVED] + 1
-            if needs_driver:
-                ints[_NEEDS_DRIVER] = 1
-            if rank == 0:
-                self._map[_METRICS_AT : _METRICS_AT + len(encoded)] = encoded
-                ints[_METRICS_LEN] = len(encoded)
-                self._floats[_TIMESTAMP] = timestamp
-            if arrived < self._world_size:
-                ints[_ARRIVED] = arrived
-                return False
+        if rank == 0:
+            encoded = b""
+            if not needs_driver:
+                try:
+                    encoded = json.dumps(metrics).encode()
+                except (TypeError, ValueError):
+                    needs_driver = True  # the driver says why the row cannot be written
+                if len(encoded) > METRICS_MAX:
+                    encoded, needs_driver = b"", True
+            self._map[_METRICS_AT : _METRICS_AT + len(encoded)] = encoded
+            ints[_METRICS_LEN] = len(encoded)
+            self._floats[_TIMESTAMP] = timestamp
+        if needs_driver:
+            ints[_NEEDS_DRIVER] = 1
+        # All before taking a token: the last rank, which takes none after every other
+        # rank took its own (the pipe's lock orders them), sees what they left.
+        if self._world_size > 1:
+            try:
+                os.read(self._tokens, 1)
+                return False  # another rank is still to come
+            except BlockingIOError:
+                pass
+        with self._lock:
+            os.write(self._refill, self._next_tokens)  # before anyone can reach the next
             sharing = ints[_FLAGS] == _ROWS
-            ended = (
-                sharing
-                and not ints[_NEEDS_DRIVER]
-                and ints[_STEP] == step
-                and self._write_row(step)
-            )
+            ended = sharing and not ints[_NEEDS_DRIVER] and self._write_row(step)
+            ints[_NEEDS_DRIVER] = 0
             if ended:
                 ints[_RELEASED] = step + 1
                 release(step)
-            ints[_STEP], ints[_ARRIVED], ints[_NEEDS_DRIVER] = step + 1, 0, 0
             return sharing and not ended
 
     def _write_row(self, step: int) -> bool:
@@ -187,12 +218,11 @@ class StepPage:
         except OSError:
             return False
 
-    def _locked(self) -> _Lock:
-        return _Lock(self.fd)
-
     def close(self) -> None:
+        """Unmap the page (its descriptors are the owner's to close)."""
         self._ints.release()
         self._floats.release()
+        self._lock.release()
         self._map.close()
         if self._rows_fd is not None:
             os.close(self._rows_fd)
@@ -200,16 +230,58 @@ class StepPage:
 
 
 class _Lock:
-    """The page's lock: a POSIX record lock, which the kernel drops with its process (a
-    semaphore in the page would stay taken by a worker killed holding it)."""
+    """The page's lock: a process-shared POSIX semaphore in the page (``sem_init``), taken
+    and given by libc's futex calls. A waiter sleeps until the holder gives it to it alone:
+    a record lock (``fcntl``) wakes every waiter at each unlock, which with 128 workers
+    arriving at once cost more than the step. A worker that dies holding it leaves it
+    taken: the attempt ends then anyway (its driver stops the group), and the driver's own
+    waits for it are bounded (:meth:`acquire_within`)."""
 
-    __slots__ = ("_fd",)
+    __slots__ = ("_address", "_anchor")
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    def __init__(self, page: mmap.mmap) -> None:
+        self._anchor = ctypes.c_char.from_buffer(page, _LOCK_AT)  # (holds the page mapped)
+        self._address = ctypes.addressof(self._anchor)
+
+    def init(self) -> None:
+        if _libc.sem_init(self._address, 1, 1) != 0:
+            raise OSError(ctypes.get_errno(), "sem_init failed")
 
     def __enter__(self) -> None:
-        fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        while _libc.sem_wait(self._address) != 0:
+            errno = ctypes.get_errno()
+            if errno != EINTR:  # (a signal: its handler runs as this loop goes on)
+                raise OSError(errno, "sem_wait failed")
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.lockf(self._fd, fcntl.LOCK_UN)
+        _libc.sem_post(self._address)
+
+    def acquire_within(self, seconds: float) -> bool:
+        """Take the lock, waiting at most ``seconds``; False if it stayed taken."""
+        deadline = time.time() + seconds
+        spec = _Timespec(int(deadline), int((deadline % 1) * 1e9))
+        while _libc.sem_timedwait(self._address, ctypes.byref(spec)) != 0:
+            errno = ctypes.get_errno()
+            if errno == ETIMEDOUT:
+                return False
+            if errno != EINTR:
+                raise OSError(errno, "sem_timedwait failed")
+        return True
+
+    def release(self) -> None:
+        del self._anchor
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+for _name in ("sem_init", "sem_wait", "sem_post", "sem_timedwait"):
+    getattr(_libc, _name).argtypes = [ctypes.c_void_p] + (
+        [ctypes.c_int, ctypes.c_uint]
+        if _name == "sem_init"
+        else [ctypes.c_void_p]
+        if _name == "sem_timedwait"
+        else []
+    )

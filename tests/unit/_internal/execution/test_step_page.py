@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import pytest
 
+from lockstep._internal.execution import step_page
 from lockstep._internal.execution.step_page import METRICS_MAX, StepPage
 
 
@@ -24,7 +26,8 @@ def page():
     page = StepPage.create(2)
     yield page
     page.close()
-    os.close(page.fd)
+    for fd in page.fds:
+        os.close(fd)
 
 
 def arrive(page, step, rank, metrics, released, *, needs_driver=False, timestamp=0.0):
@@ -110,20 +113,99 @@ def test_a_row_the_file_will_not_take_leaves_the_step_to_the_driver(page, tmp_pa
     assert released == [] and not page.released(0)
 
 
-def test_a_killed_worker_holding_the_page_does_not_keep_it(page, rows):
-    """The lock is the kernel's record lock: it goes with the process that held it."""
+def test_a_worker_that_died_holding_the_lock_costs_the_driver_a_bounded_wait(
+    page, rows, monkeypatch
+):
+    """A worker killed while it ends a step leaves the lock taken: its attempt ends, and
+    the driver's hold gives up waiting and takes the steps after the one under way."""
+    monkeypatch.setattr(step_page, "DRIVER_WAIT_S", 0.05)
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:  # a worker that dies while it holds the page
-        page._locked().__enter__()
+        page._lock.__enter__()
         os.write(writer, b"x")
         os.kill(os.getpid(), 9)
     os.read(reader, 1)
     os.waitpid(pid, 0)
     os.close(reader)
     os.close(writer)
-    page.share_rows(str(rows), iteration_base=1, time_base=0.0)  # takes the lock: no hang
-    released: list[int] = []
-    for rank in (0, 1):
-        arrive(page, 0, rank, {"a": 1}, released)
-    assert released == [0]
+    page.share_rows(str(rows), iteration_base=1, time_base=0.0)
+    assert not page.sharing  # not shared: the driver ends every step
+    assert page.hold() == 1 and page.held
+
+
+def _blocked_on_a_futex(pid):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/wchan") as f:
+            if "futex" in f.read():
+                return True
+    return False
+
+
+def test_a_stop_signal_reaches_a_worker_waiting_for_the_lock(page):
+    """A worker blocked on the lock (another holds it) still takes its stop."""
+    page._lock.__enter__()  # held here
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+
+            def stop(*_):
+                raise SystemExit(7)
+
+            signal.signal(signal.SIGTERM, stop)
+            page._lock.__enter__()
+            code = 3  # it took the lock: it should still be held
+        except SystemExit as exc:
+            code = int(exc.code)
+        finally:
+            os._exit(code)
+    assert _blocked_on_a_futex(pid)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    page._lock.__exit__()
+    assert os.waitstatus_to_exitcode(status) == 7
+
+
+def test_ranks_arrive_in_any_order_and_exactly_one_ends_each_step(rows):
+    """Four ranks, forked, report 200 steps each: every step's row is written once, by
+    whichever rank came last, and every rank is released from every step."""
+    page = StepPage.create(4)
+    page.share_rows(str(rows), iteration_base=1, time_base=0.0)
+    line = [os.eventfd(0, os.EFD_NONBLOCK) for _ in range(2)]
+    pids = []
+    for rank in range(4):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                import select
+
+                from lockstep._internal.execution.messages import signal_step
+
+                for step in range(200):
+                    page.arrive(
+                        step,
+                        rank,
+                        {"step": step},
+                        float(step),
+                        needs_driver=False,
+                        release=lambda k: signal_step(line, k),
+                    )
+                    poll = select.poll()
+                    poll.register(line[step % 2], select.POLLIN)
+                    assert poll.poll(10_000), f"rank {rank} never released from {step}"
+                code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    page.close()
+    for fd in (*page.fds, *line):
+        os.close(fd)
+    assert codes == [0, 0, 0, 0]
+    written = lines(rows)[1:]
+    assert [(r["step"], r["training_iteration"]) for r in written] == [
+        (k, k + 2) for k in range(200)
+    ]

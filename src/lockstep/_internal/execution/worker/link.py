@@ -92,8 +92,8 @@ class DriverLink:
         self._reader = FrameReader(conn)  # every read of the connection goes through it
         self._line = None if line is None else LineWaiter(line[:2], self._reader.fileno())
         self._line_fds = None if line is None else line[:2]
-        self._page = None if line is None else StepPage(line[2], world_size)
-        self._bell = None if line is None else line[3]
+        self._page = None if line is None else StepPage(line[2:5], world_size)
+        self._bell = None if line is None else line[5]
         self._dispatch = dispatch
         self._on_lost = on_lost
         self._threaded = threaded
@@ -274,7 +274,8 @@ class DriverLink:
             page, bell, self._page, self._bell = self._page, self._bell, None, None
         if page is not None:
             page.close()
-            os.close(page.fd)
+            for fd in page.fds:
+                os.close(fd)
         if bell is not None:
             os.close(bell)
 
