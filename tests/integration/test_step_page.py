@@ -13,7 +13,13 @@ import sys
 import textwrap
 import time
 
-from lockstep.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep.train import (
+    Checkpoint,
+    DataParallelTrainer,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+)
 
 SCRIPT = textwrap.dedent(
     """
@@ -126,3 +132,57 @@ def test_steps_the_driver_ends_and_steps_the_workers_end_make_one_record(tmp_pat
     with open(os.path.join(result.checkpoint.path, "step")) as f:
         assert f.read() == "29"
     assert result.metrics == {"i": 29}
+
+
+def _dies_once_after_ending_a_step(config):
+    """Every rank arms the workers' fault point in the first attempt only (a file says
+    which): the first rank to end its 5th step dies before it sends its report."""
+    from lockstep import train
+
+    marker = os.path.join(config["dir"], "armed")
+    if not os.path.exists(marker):
+        open(marker, "a").close()
+        os.environ["LOCKSTEP_FAULT_POINT"] = "step_ended:5"
+    start = 0
+    checkpoint = train.get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "step")) as f:
+            start = int(f.read()) + 1
+    for i in range(start, 20):
+        saved = None
+        if i % 4 == 3 and train.get_context().get_world_rank() == 0:
+            import tempfile
+
+            folder = tempfile.mkdtemp()
+            with open(os.path.join(folder, "step"), "w") as f:
+                f.write(str(i))
+            saved = Checkpoint.from_directory(folder)
+        train.report({"i": i}, checkpoint=saved)
+
+
+def test_a_worker_killed_after_ending_a_step_leaves_its_row_to_the_driver(tmp_path):
+    """The last rank wrote the step's row and released the others, then died before it
+    sent its report: the driver never completes the step, takes its row when the attempt
+    ends, and the restarted attempt's rows follow it in the record."""
+    result = DataParallelTrainer(
+        _dies_once_after_ending_a_step,
+        train_loop_config={"dir": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(
+            storage_path=str(tmp_path),
+            name="killed",
+            verbose=0,
+            failure_config=FailureConfig(max_failures=1),
+        ),
+    ).fit()
+    rows = _rows(tmp_path / "killed" / "result.json")
+    steps = [r["i"] for r in rows]
+    restart = next(n for n in range(1, len(steps)) if steps[n] <= steps[n - 1])
+    ended = steps[restart - 1]  # the step whose row the killed rank wrote
+    resumed_from = max(i for i in range(ended + 1) if i % 4 == 3)
+    assert steps == list(range(ended + 1)) + list(range(resumed_from + 1, 20))
+    assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1))
+    with open(tmp_path / "killed" / "progress.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [int(line["i"]) for line in table] == steps
+    assert result.metrics == {"i": 19}

@@ -129,9 +129,11 @@ def fault_point(name: str) -> None:
 
     The points: ``run_opened`` (the run is recorded, no worker started yet), ``row_written``
     (a step's row is durable, its checkpoint not yet committed), ``checkpoint_moved`` (a
-    checkpoint directory is in place, the run state not yet saved) and ``step_recorded``
-    (a step is complete, its row and checkpoint durable). Without the variable this costs
-    one dictionary lookup.
+    checkpoint directory is in place, the run state not yet saved), ``step_recorded``
+    (a step is complete, its row and checkpoint durable) in the driver, and
+    ``step_ended`` in a worker (the last rank to reach a step wrote its row and released
+    the others, before it sent its own report: see ``execution.step_page``). Without the
+    variable this costs one dictionary lookup.
     """
     spec = FAULT_POINT.get()
     if not spec:

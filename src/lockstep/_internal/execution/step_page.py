@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from errno import EINTR, ETIMEDOUT
 from typing import Any
 
+from lockstep._core import flags
+
 # The header: 8-byte fields, each read and written whole through a memoryview (one
 # aligned load or store: the driver reads ``released`` without the lock, and struct's
 # pack_into zeroes what it packs before writing it). How many steps are released, what
@@ -190,7 +192,9 @@ class StepPage:
             if ended:
                 ints[_RELEASED] = step + 1
                 release(step)
-            return sharing and not ended
+        if ended:
+            flags.fault_point("step_ended")  # its row is written, its report not yet sent
+        return sharing and not ended
 
     def _write_row(self, step: int) -> bool:
         """Append step ``step``'s row as the driver writes it (``RunRecord``): rank 0's

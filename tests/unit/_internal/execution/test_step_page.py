@@ -155,6 +155,8 @@ def test_a_stop_signal_reaches_a_worker_waiting_for_the_lock(page):
                 raise SystemExit(7)
 
             signal.signal(signal.SIGTERM, stop)
+            # as in a worker process (a test process may have it blocked, inherited here)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             page._lock.__enter__()
             code = 3  # it took the lock: it should still be held
         except SystemExit as exc:

@@ -156,9 +156,9 @@ class ConnectedWorkerGroup(abc.ABC):
         self._relay = CollectiveRelay(0)
         # Kept across polls (report() is a round trip through here): rebuilt only when a
         # worker finishes, so each poll is one system call.
-        self._selector: Readiness | None = None
-        self._selector_done = 0  # how many workers had finished when it was made
-        self._selector_bell: int | None = None  # the bell it watches instead of connections
+        self._selectors: dict[bool, Readiness] = {}  # all, urgent (see _waiting)
+        # how many workers had finished when they were made, and the line they watch
+        self._selectors_of: tuple[int, ReleaseLine | None] = (0, None)
         self._backend: Backend | None = None  # its driver side runs while the group does
         self._num_workers = 0
         self._stack_fds: dict[int, int] = {}  # each worker's stack file, as its own fd
@@ -253,13 +253,20 @@ class ConnectedWorkerGroup(abc.ABC):
 
     def poll(self, timeout: float) -> list[WorkerEvent]:
         events: list[WorkerEvent] = []
-        line = self._line
-        if line is not None and line.page.sharing:
-            return self._poll_in_batches(line, timeout)
         selector = self._waiting()
         if not selector:
             return events
-        self._take_ready(selector.ready(timeout), events)
+        ready = selector.ready(timeout)
+        line = self._line
+        batching = ready and line is not None and line.page.sharing
+        if batching and all(kind == "conn" for kind, _ in ready):
+            # The workers end their steps themselves: what they sent can wait for the
+            # batch (the driver waking at every report takes their CPU on a machine with
+            # as many workers as cores), unless a worker rings (a step it must end, a
+            # collective, its function's end) or ends meanwhile.
+            self._waiting(urgent=True).ready(BATCH_S)
+            ready = selector.ready(0)
+        self._take_ready(ready, events)
         if events:
             # What came meanwhile (another rank's report of the same step, often): one
             # look more, so that a step's reports are taken in one poll.
@@ -268,30 +275,14 @@ class ConnectedWorkerGroup(abc.ABC):
             self._take_everything_sent(events)
         return events
 
-    def _poll_in_batches(self, line: ReleaseLine, timeout: float) -> list[WorkerEvent]:
-        """While the workers end their steps themselves, nothing they send needs the
-        driver at once but what rings its bell (or a worker's end): the driver takes
-        everything every :data:`BATCH_S` at most, rather than waking at every report,
-        which on a machine with as many workers as cores takes their CPU."""
-        events: list[WorkerEvent] = []
-        if all(rank in self._done for rank in self._conns):
-            return events
-        selector = self._waiting(bell=line.bell)
-        ready = selector.ready(min(timeout, BATCH_S))
-        line.answer_bell()
-        for rank in list(self._conns):
-            if rank not in self._done:
-                self._receive(rank, events)
-        self._take_ready([key for key in ready if key[0] == "end"], events)
-        if any(isinstance(e, Failed) for e in events):
-            self._take_everything_sent(events)
-        return events
-
     def _take_ready(self, ready: list[Key], events: list[WorkerEvent]) -> None:
         for kind, rank in ready:
-            if rank in self._done:
+            if kind == "bell":
+                assert self._line is not None
+                self._line.answer_bell()  # what rang is taken with the rest
+            elif rank in self._done:
                 continue
-            if kind == "end":
+            elif kind == "end":
                 self._drain(rank, events)
             else:
                 self._receive(rank, events)
@@ -302,34 +293,32 @@ class ConnectedWorkerGroup(abc.ABC):
         for rank in list(self._conns):
             self._receive(rank, events, to_the_end=True)
 
-    def _waiting(self, bell: int | None = None) -> Readiness:
-        """The readiness of every unfinished worker's connection and end-of-process fd;
-        with a ``bell``, of the bell instead of the connections."""
+    def _waiting(self, *, urgent: bool = False) -> Readiness:
+        """The readiness of every unfinished worker's connection and end-of-process fd,
+        and of the release line's bell; ``urgent``: of the ends and the bell alone."""
         # (the finished ranks only grow within an attempt: their count says whether they did)
-        if (
-            self._selector is not None
-            and self._selector_done == len(self._done)
-            and self._selector_bell == bell
-        ):
-            return self._selector
-        self._close_selector()
-        selector = Readiness()
-        if bell is not None:
-            selector.add(bell, ("bell", -1))
-        for rank, conn in self._conns.items():
-            if rank not in self._done and bell is None:
-                selector.add(conn, ("conn", rank))
+        if self._selectors_of != (len(self._done), self._line):
+            self._close_selector()
+        selector = self._selectors.get(urgent)
+        if selector is not None:
+            return selector
+        selector = self._selectors[urgent] = Readiness()
+        self._selectors_of = (len(self._done), self._line)
+        unfinished = [rank for rank in self._conns if rank not in self._done]
+        if not urgent:
+            for rank in unfinished:
+                selector.add(self._conns[rank], ("conn", rank))
         for waitable, rank in self._exit_waitables().items():
             if rank not in self._done:
                 selector.add(waitable, ("end", rank))
-        self._selector, self._selector_done = selector, len(self._done)
-        self._selector_bell = bell
+        if unfinished and self._line is not None:
+            selector.add(self._line.bell, ("bell", -1))
         return selector
 
     def _close_selector(self) -> None:
-        if self._selector is not None:
-            self._selector.close()
-            self._selector = None
+        for selector in self._selectors.values():
+            selector.close()
+        self._selectors = {}
 
     @property
     def step_page(self) -> StepPage | None:
