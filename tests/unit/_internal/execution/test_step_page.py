@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from lockstep._internal.execution import step_page
+from lockstep._internal.execution.messages import signal_step
 from lockstep._internal.execution.step_page import METRICS_MAX, StepPage
 
 
@@ -134,6 +138,21 @@ def test_a_worker_that_died_holding_the_lock_costs_the_driver_a_bounded_wait(
     assert page.hold() == 1 and page.held
 
 
+WAITS_FOR_THE_LOCK = """
+import os, signal, sys
+from lockstep._internal.execution.step_page import StepPage
+
+def stop(*_):
+    raise SystemExit(7)
+
+signal.signal(signal.SIGTERM, stop)
+page = StepPage([int(fd) for fd in sys.argv[1:4]], 2)
+os.write(int(sys.argv[4]), b"x")
+page._lock.__enter__()
+sys.exit(3)  # it took the lock: it should still be held
+"""
+
+
 def _blocked_on_a_futex(pid):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -146,28 +165,23 @@ def _blocked_on_a_futex(pid):
 def test_a_stop_signal_reaches_a_worker_waiting_for_the_lock(page):
     """A worker blocked on the lock (another holds it) still takes its stop."""
     page._lock.__enter__()  # held here
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-
-            def stop(*_):
-                raise SystemExit(7)
-
-            signal.signal(signal.SIGTERM, stop)
-            # as in a worker process (a test process may have it blocked, inherited here)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            page._lock.__enter__()
-            code = 3  # it took the lock: it should still be held
-        except SystemExit as exc:
-            code = int(exc.code)
-        finally:
-            os._exit(code)
-    assert _blocked_on_a_futex(pid)
-    os.kill(pid, signal.SIGTERM)
-    _, status = os.waitpid(pid, 0)
-    page._lock.__exit__()
-    assert os.waitstatus_to_exitcode(status) == 7
+    reader, writer = os.pipe()
+    fds = [*page.fds, writer]
+    child = subprocess.Popen(
+        [sys.executable, "-c", WAITS_FOR_THE_LOCK, *map(str, fds)], pass_fds=fds
+    )
+    os.close(writer)
+    try:
+        assert os.read(reader, 1) == b"x"  # its handler is in place: it takes the lock
+        assert _blocked_on_a_futex(child.pid)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == 7
+    finally:
+        page._lock.__exit__()
+        os.close(reader)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_ranks_arrive_in_any_order_and_exactly_one_ends_each_step(rows):
@@ -182,10 +196,6 @@ def test_ranks_arrive_in_any_order_and_exactly_one_ends_each_step(rows):
         if pid == 0:
             code = 1
             try:
-                import select
-
-                from lockstep._internal.execution.messages import signal_step
-
                 for step in range(200):
                     page.arrive(
                         step,
