@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -99,19 +100,25 @@ def test_the_workers_go_on_and_log_their_rows_while_the_driver_is_stopped(tmp_pa
     assert [int(line["training_iteration"]) for line in table] == list(range(1, 401))
 
 
-def _every_third_checkpointed(config):
-    import tempfile
-
+def _report(i, *, with_files):
+    """report() of step ``i``, with a checkpoint holding the step's number if asked."""
     from lockstep import train
 
+    if not with_files:
+        train.report({"i": i})
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "step"), "w") as f:
+            f.write(str(i))
+        train.report({"i": i}, checkpoint=Checkpoint.from_directory(folder))
+
+
+def _every_third_checkpointed(config):
+    from lockstep import train
+
+    rank = train.get_context().get_world_rank()
     for i in range(30):
-        checkpoint = None
-        if i % 3 == 2 and train.get_context().get_world_rank() == config["rank_with_files"]:
-            folder = tempfile.mkdtemp()
-            with open(os.path.join(folder, "step"), "w") as f:
-                f.write(str(i))
-            checkpoint = Checkpoint.from_directory(folder)
-        train.report({"i": i}, checkpoint=checkpoint)
+        _report(i, with_files=i % 3 == 2 and rank == config["rank_with_files"])
 
 
 def test_steps_the_driver_ends_and_steps_the_workers_end_make_one_record(tmp_path):
@@ -148,16 +155,9 @@ def _dies_once_after_ending_a_step(config):
     if checkpoint is not None:
         with open(os.path.join(checkpoint.path, "step")) as f:
             start = int(f.read()) + 1
+    rank = train.get_context().get_world_rank()
     for i in range(start, 20):
-        saved = None
-        if i % 4 == 3 and train.get_context().get_world_rank() == 0:
-            import tempfile
-
-            folder = tempfile.mkdtemp()
-            with open(os.path.join(folder, "step"), "w") as f:
-                f.write(str(i))
-            saved = Checkpoint.from_directory(folder)
-        train.report({"i": i}, checkpoint=saved)
+        _report(i, with_files=i % 4 == 3 and rank == 0)
 
 
 def test_a_worker_killed_after_ending_a_step_leaves_its_row_to_the_driver(tmp_path):
