@@ -2,9 +2,10 @@
 
 2 workers x 2000 reports; each worker times every call. Baselines, in the same run: a
 spawned process timing 2000 round trips of the same dict over a multiprocessing pipe to
-this process, which answers each (report() is one such round trip through the driver);
-and the bare barrier, 2 spawned processes doing the same while this process answers
-both once both have sent (report() is that barrier plus the run record's row).
+this process, which answers each; and the bare barrier, 2 spawned processes doing the
+same while this process answers both once both have sent (what report() promises: a
+barrier, plus the run record's row; local workers keep it among themselves, the last to
+arrive writing the row, and the driver takes the reports in batches, off their way).
 Targets: p50 at most 1.5x the bare barrier measured in the same run, p99 at most 3x its
 p99 (the two alternate, ``--repeats`` runs of each, and the median runs are compared);
 the time ledger's own work per report (timed alone, the run's noise would hide it) at
