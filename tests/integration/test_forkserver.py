@@ -169,6 +169,66 @@ def test_a_forked_worker_imports_nothing_on_its_way_to_the_function(tmp_path):
     assert [names for _, names in per_worker] == [[], []]
 
 
+TORCH_IMPORTS = """
+import json, os, sys, tempfile
+import torch
+from lockstep import train
+from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep.train.torch import TorchTrainer, prepare_model
+
+sys.imports_seen = []
+
+
+class Recorder:
+    def find_spec(self, name, path=None, target=None):
+        sys.imports_seen.append((os.getpid(), name))
+        return None
+
+
+sys.meta_path.insert(0, Recorder())
+
+
+def loop():
+    had = "torch._dynamo" in sys.modules
+    model = prepare_model(torch.nn.Linear(2, 1))
+    model(torch.ones(1, 2)).sum().backward()
+    mine = [name for pid, name in sys.imports_seen if pid == os.getpid()]
+    train.report({"had": had, "imported": [name for name in mine if "_dynamo" in name]})
+
+
+def plain():
+    train.report({"had": "torch._dynamo" in sys.modules})
+
+
+with tempfile.TemporaryDirectory() as storage:
+    run = dict(scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=storage, verbose=0))
+    first = DataParallelTrainer(plain, **run).fit()
+    result = TorchTrainer(loop, **run).fit()
+print(json.dumps({"plain": first.metrics["had"], "worker": result.metrics,
+    "driver": "torch._dynamo" in sys.modules}))
+"""
+
+
+def test_torch_workers_get_torch_dynamo_from_the_server_and_the_driver_never_imports_it(
+    tmp_path,
+):
+    """A DistributedDataParallel imports torch._dynamo (1 s here): the fork server imports
+    it once, for the workers of a torch backend (not before: other workers go without);
+    the driver, which never builds one, does without it (its exit collects every object
+    it holds: 0.3 s longer with it)."""
+    script = tmp_path / "torch_imports.py"
+    script.write_text(TORCH_IMPORTS)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["driver"] is False
+    assert seen["plain"] is False
+    assert seen["worker"]["had"] is True
+    assert seen["worker"]["imported"] == []
+
+
 def test_a_workers_stack_and_phase_files_are_unnamed_memory(tmp_path):
     """The files a worker shares with the driver through /proc (its stack dumps, its phase
     page) are memfds: no inode of the temporary directory's file system (an ext4 inode

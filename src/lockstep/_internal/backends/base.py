@@ -31,6 +31,9 @@ class Backend:
     # Whether local workers that together take every CPU are each bound to their own
     # CPUs (see execution.process.worker_cpus).
     pin_cpus = True
+    # Modules every worker imports that the driver need not: a fork server imports them
+    # once, before it forks the first worker that asks.
+    worker_imports: tuple[str, ...] = ()
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config

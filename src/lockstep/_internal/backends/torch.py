@@ -36,6 +36,8 @@ class TorchBackend(Backend):
 
     config: TorchConfig
     _accelerate_device: str | None = None  # what on_worker_start set, for shutdown
+    # The first DistributedDataParallel built imports torch._dynamo (1 s here).
+    worker_imports = ("torch._dynamo",)
 
     def __init__(self, config: TorchConfig) -> None:
         super().__init__(config)

@@ -3,10 +3,6 @@
 The same names as ``ray.train.torch``.
 """
 
-# DistributedDataParallel imports torch._dynamo the first time one is built (1-2 s). Paying
-# for it once here means every worker forked from this driver starts with it imported.
-import torch._dynamo  # noqa: F401
-
 from lockstep._internal.backends.torch import TorchConfig
 from lockstep.train.torch._checkpoint import TorchCheckpoint, TorchPredictor
 from lockstep.train.torch._data import enable_reproducibility, prepare_data_loader

@@ -2,8 +2,10 @@
 
 A worker started from scratch pays for Python and for importing its framework (1.5 s for
 torch here) on every start. The fork server is forked from the driver at its first fit(),
-so it holds everything the driver had imported, torch included; each worker is then a
-fork of it, ready in milliseconds, for the next fit() and for every restart.
+so it holds everything the driver had imported, torch included, and imports once what
+the workers of a framework need and the driver does not (``Backend.worker_imports``); each
+worker is then a fork of it, ready in milliseconds, for the next fit() and for every
+restart.
 
 Forking is only done when it is safe, otherwise workers are started fresh (see
 ``fork_safety``). The server forks before lockstep starts any thread of its own, closes
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import logging
 import os
 import pickle
@@ -59,6 +62,8 @@ class SpawnRequest:
 
     env: dict[str, str]
     num_threads: int
+    # modules the server imports (once) before it forks the worker: its backend's
+    imports: tuple[str, ...] = ()
     # a worker of a run across nodes: it connects to the driver itself (TCP, with the
     # run's key, as this rank), and the scheduler's SIGTERM is the driver's to act on first
     remote: RemoteWorker | None = None
@@ -82,6 +87,7 @@ class _Fork:
     remote: RemoteWorker | None
     env_set: dict[str, str]
     env_unset: tuple[str, ...]
+    imports: tuple[str, ...]
 
 
 class ForkServer:
@@ -139,6 +145,7 @@ class ForkServer:
             request.remote,
             {name: value for name, value in env.items() if server.get(name) != value},
             tuple(name for name in server if name not in env),
+            request.imports,
         )
 
     def _next_spawned(self) -> int:
@@ -320,11 +327,37 @@ def _import_what_every_worker_imports() -> None:
         import numpy.random  # noqa: F401
 
 
+def _import_for_workers(modules: tuple[str, ...]) -> None:
+    """Import, here and once, what every worker of a request's backend imports (for torch,
+    torch._dynamo: a DistributedDataParallel imports it, 1 s here), so that the driver
+    need not. Only parts of a package the driver had imported: a package new here could
+    start threads a fork does not take along (``threads_ok`` is the driver's)."""
+    new = [
+        name
+        for name in modules
+        if name not in sys.modules
+        and name not in _tried_imports
+        and name.partition(".")[0] in sys.modules
+    ]
+    for name in new:
+        _tried_imports.add(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # a worker that needs it meets the error where its user sees it
+    if new:
+        gc.freeze()  # as the server's other objects: never walked by a worker's collector
+
+
+_tried_imports: set[str] = set()
+
+
 def _fork_worker(sock: socket.socket, server_fds: tuple[int, ...]) -> bool:
     data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 3)
     if not data:
         return False  # the driver closed its end: time to go
     request: _Fork = pickle.loads(data)
+    _import_for_workers(request.imports)
     pid = os.fork()
     if pid == 0:
         sock.close()

@@ -143,7 +143,9 @@ def _fork(
     """A worker forked from the fork server; it connects to the driver itself (the key
     goes to the server over their private socket)."""
     to = forkserver.RemoteWorker(address=address, key=key, rank=worker.rank)
-    request = forkserver.SpawnRequest(env=env, num_threads=worker.threads, remote=to)
+    request = forkserver.SpawnRequest(
+        env=env, num_threads=worker.threads, imports=worker.imports, remote=to
+    )
     return forkserver.ForkedWorker(server, server.spawn(request, list(output)))
 
 

@@ -82,7 +82,7 @@ class ClusterWorkerGroup(ConnectedWorkerGroup):
         for placement in self._topology.placements:
             env = torchrun_env(placement, self._topology)
             env.update(spec.backend.worker_env(starts[placement.world_rank].context))
-            launch = WorkerLaunch(placement.world_rank, env, threads)
+            launch = WorkerLaunch(placement.world_rank, env, threads, spec.backend.worker_imports)
             launches.setdefault(placement.process_rank, []).append(launch)
         return launches
 

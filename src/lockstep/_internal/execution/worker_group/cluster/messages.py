@@ -24,11 +24,13 @@ class Joined:
 
 @dataclass(frozen=True)
 class WorkerLaunch:
-    """One worker to start: its rank, the variables it gets, its threads' default."""
+    """One worker to start: its rank, the variables it gets, its threads' default, the
+    modules its backend's workers import (a fork server imports them once)."""
 
     rank: int
     env: dict[str, str] = field(default_factory=dict)
     threads: int = 1
+    imports: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

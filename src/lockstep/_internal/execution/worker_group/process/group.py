@@ -103,9 +103,8 @@ class ProcessWorkerGroup(ConnectedWorkerGroup):
                 for rank, context in contexts.items()
             ]
             fork = self._plan.launcher is Launcher.FORK_SERVER
-            for rank, proc in zip(
-                contexts, _start_all(starts, num_threads, fork=fork), strict=True
-            ):
+            started = _start_all(starts, num_threads, spec.backend.worker_imports, fork=fork)
+            for rank, proc in zip(contexts, started, strict=True):
                 self._procs[rank] = proc  # stopped by the caller if a later one fails
         except BaseException:
             for end in ends.values():
@@ -291,14 +290,20 @@ class _WorkerEnds:
 
 
 def _start_all(
-    starts: list[tuple[list[int], dict[str, str]]], threads: int, *, fork: bool
+    starts: list[tuple[list[int], dict[str, str]]],
+    threads: int,
+    imports: tuple[str, ...],
+    *,
+    fork: bool,
 ) -> Iterator[forkserver.WorkerProcess]:
     """A process per (descriptors, environment), each as it starts; forked ones are asked
-    of the fork server in one go, so that it forks them one after another."""
+    of the fork server in one go, so that it forks them one after another, once it
+    imported ``imports``."""
     server = forkserver.get(threads) if fork else None
     if server is not None:
         requests = [
-            (forkserver.SpawnRequest(env=env, num_threads=threads), fds) for fds, env in starts
+            (forkserver.SpawnRequest(env=env, num_threads=threads, imports=imports), fds)
+            for fds, env in starts
         ]
         yield from (forkserver.ForkedWorker(server, pid) for pid in server.spawn_all(requests))
     else:
