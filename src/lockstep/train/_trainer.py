@@ -355,13 +355,18 @@ class DataParallelTrainer:
             self._spec = replace(self._spec, preprocessor=preprocessor)
         # a cluster run opens its storage before its controller (which does this too, for
         # every other way a run starts): the fork server first, see fork_safety
-        start_early(self._plan)
+        start_early(self._plan, self._worker_imports())
         return run.fit(
             self._plan,
             lambda: _storage_root(self.run_config),
             lambda session: self._controller(session=session, started_at=started),
             preemption_deadline_s=self.run_config.failure_config.preemption_deadline_s,
         )
+
+    def _worker_imports(self) -> tuple[str, ...]:
+        """What every worker of this trainer's backend imports (a fork server's to do)."""
+        config = self._plan.backend_for(self._spec.backend(self.scaling_config))
+        return config.backend_cls.worker_imports
 
     def _run_trial(self, trial: TrialRun) -> TrialOutcome:
         """Tune's entry point: this trainer's fit() as one run of a trial. The trial's
@@ -393,7 +398,7 @@ class DataParallelTrainer:
             train_fn = LocalFunction(setup.train_loop, dict(setup.config or {}), takes_config)
         else:
             train_fn = _pickle_function(setup.train_loop, setup.config, takes_config)
-        start_early(self._plan)  # before the storage is opened: see fork_safety
+        start_early(self._plan, self._worker_imports())  # before the storage: see fork_safety
         run_dir = _open_run_dir(self.run_config, inline_trial=self._in_process)
         if not self._in_process:
             # The arguments, then the run state (which RunRecord.open saves): from here on

@@ -472,11 +472,14 @@ def _ray_initialized() -> bool:
     return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
 
 
-def start_early(plan: ExecutionPlan) -> None:
+def start_early(plan: ExecutionPlan, imports: tuple[str, ...] = ()) -> None:
     """Before the run opens its storage: fork the fork server, when the plan forks workers
-    from it. Opening the storage may start a library that a fork cannot copy (pyarrow's S3
-    filesystem starts the AWS CRT); a server forked first never holds it."""
+    from it, and have it import its workers' ``imports`` meanwhile. Opening the storage may
+    start a library that a fork cannot copy (pyarrow's S3 filesystem starts the AWS CRT); a
+    server forked first never holds it."""
     if plan.forks_workers:
         from lockstep._internal.execution.worker_group import forkserver
 
-        forkserver.get(max(1, int(plan.num_cpus_per_worker)))
+        server = forkserver.get(max(1, int(plan.num_cpus_per_worker)))
+        if server is not None:
+            server.preload(imports)

@@ -90,6 +90,13 @@ class _Fork:
     imports: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Preload:
+    """Import these now, for workers asked for later (while the driver opens the run)."""
+
+    imports: tuple[str, ...]
+
+
 class ForkServer:
     """The driver's handle on its fork server process."""
 
@@ -114,10 +121,20 @@ class ForkServer:
         self._lock = threading.Lock()
         self._exits: dict[int, int] = {}
         self._spawned: list[int] = []
+        self._preloaded: set[str] = set()
         self._status: int | None = None  # its exit code, once it died and was reaped
         # Wait until the server has let go of the driver's descriptors.
         if pickle.loads(self._sock.recv(_MAX_MESSAGE))[0] != "ready":
             raise RuntimeError("the fork server failed to start")
+
+    def preload(self, imports: tuple[str, ...]) -> None:
+        """Have the server import ``imports`` now, before it is asked for a worker that
+        needs them (a request waits for the import otherwise)."""
+        new = tuple(name for name in imports if name not in self._preloaded)
+        if new:
+            self._preloaded.update(new)
+            with self._lock:
+                socket.send_fds(self._sock, [pickle.dumps(_Preload(new))], [])
 
     def spawn(self, request: SpawnRequest, fds: list[int]) -> int:
         """Fork a worker that runs with ``fds`` = (connection, stdout, stderr); its pid."""
@@ -356,8 +373,10 @@ def _fork_worker(sock: socket.socket, server_fds: tuple[int, ...]) -> bool:
     data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 3)
     if not data:
         return False  # the driver closed its end: time to go
-    request: _Fork = pickle.loads(data)
+    request: _Fork | _Preload = pickle.loads(data)
     _import_for_workers(request.imports)
+    if isinstance(request, _Preload):
+        return True
     pid = os.fork()
     if pid == 0:
         sock.close()
