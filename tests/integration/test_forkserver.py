@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -227,6 +228,19 @@ def test_torch_workers_get_torch_dynamo_from_the_server_and_the_driver_never_imp
     assert seen["plain"] is False
     assert seen["worker"]["had"] is True
     assert seen["worker"]["imported"] == []
+
+
+def test_a_preload_sent_to_a_dead_server_leaves_it_to_the_next_fit_to_start_another(tmp_path):
+    """start_early asks the server it just found alive to import its workers' modules; a
+    server that died in between fails nothing there: the fit that follows starts a new
+    one."""
+    fit(lambda: None, tmp_path)
+    server = forkserver._server
+    os.kill(server.pid, signal.SIGKILL)
+    os.waitpid(server.pid, 0)
+    server.preload(("json",))
+    fit(lambda: None, tmp_path)
+    assert forkserver.server_pid() not in (None, server.pid)
 
 
 def test_a_workers_stack_and_phase_files_are_unnamed_memory(tmp_path):

@@ -134,7 +134,10 @@ class ForkServer:
         if new:
             self._preloaded.update(new)
             with self._lock:
-                socket.send_fds(self._sock, [pickle.dumps(_Preload(new))], [])
+                try:
+                    socket.send_fds(self._sock, [pickle.dumps(_Preload(new))], [])
+                except OSError:
+                    pass  # the server is gone: the spawn that follows finds out, and says so
 
     def spawn(self, request: SpawnRequest, fds: list[int]) -> int:
         """Fork a worker that runs with ``fds`` = (connection, stdout, stderr); its pid."""
