@@ -15,6 +15,7 @@ import pytest
 from lockstep import train
 from lockstep._internal.execution.worker_group import forkserver
 from lockstep.train import DataParallelTrainer, RunConfig, ScalingConfig
+from lockstep.train.backend import Backend, BackendConfig
 from tests.helpers import EveryRank, run_python
 
 # These tests start fork servers of their own (see the fixture).
@@ -241,6 +242,39 @@ def test_a_preload_sent_to_a_dead_server_leaves_it_to_the_next_fit_to_start_anot
     server.preload(("json",))
     fit(lambda: None, tmp_path)
     assert forkserver.server_pid() not in (None, server.pid)
+
+
+class BrokenImportBackend(Backend):
+    worker_imports = ("lockstep_preload_pkg.boom",)
+
+
+class BrokenImportConfig(BackendConfig):
+    backend_cls = BrokenImportBackend
+
+
+def test_a_worker_import_that_fails_in_the_server_is_left_to_the_workers(tmp_path, monkeypatch):
+    """A module of the backend's worker imports that raises (not only ImportError) when the
+    server imports it leaves the server forking: the workers, which do not import it here,
+    run; the same server serves the next fit."""
+    package = tmp_path / "lockstep_preload_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "boom.py").write_text("raise RuntimeError('broken on purpose')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lockstep_preload_pkg  # noqa: F401  (its package is the driver's: the server tries it)
+
+    def run():
+        return DataParallelTrainer(
+            lambda: train.report({"ok": 1}),
+            backend_config=BrokenImportConfig(),
+            scaling_config=ScalingConfig(num_workers=2),
+            run_config=RunConfig(storage_path=str(tmp_path / "runs"), verbose=0),
+        ).fit()
+
+    assert run().metrics["ok"] == 1
+    first = forkserver.server_pid()
+    assert run().metrics["ok"] == 1
+    assert first is not None and forkserver.server_pid() == first
 
 
 def test_a_workers_stack_and_phase_files_are_unnamed_memory(tmp_path):

@@ -351,7 +351,8 @@ def _import_for_workers(modules: tuple[str, ...]) -> None:
     """Import, here and once, what every worker of a request's backend imports (for torch,
     torch._dynamo: a DistributedDataParallel imports it, 1 s here), so that the driver
     need not. Only parts of a package the driver had imported: a package new here could
-    start threads a fork does not take along (``threads_ok`` is the driver's)."""
+    start threads a fork does not take along (``threads_ok`` is the driver's). A module
+    that fails to import is left to the workers, whose error their user sees."""
     new = [
         name
         for name in modules
@@ -370,7 +371,7 @@ def _import_for_workers(modules: tuple[str, ...]) -> None:
             _tried_imports.add(name)
             try:
                 importlib.import_module(name)
-            except ImportError:
+            except Exception:  # any: the server must go on forking
                 pass  # a worker that needs it meets the error where its user sees it
     finally:
         if collecting:
