@@ -1,5 +1,6 @@
 """The fork server: fast, but forking must never leak the driver's state into workers."""
 
+import importlib
 import json
 import os
 import random
@@ -261,7 +262,8 @@ def test_a_worker_import_that_fails_in_the_server_is_left_to_the_workers(tmp_pat
     (package / "__init__.py").write_text("")
     (package / "boom.py").write_text("raise RuntimeError('broken on purpose')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    import lockstep_preload_pkg  # noqa: F401  (its package is the driver's: the server tries it)
+    # the package is the driver's (so the server tries the module), until the test ends
+    monkeypatch.setitem(sys.modules, package.name, importlib.import_module(package.name))
 
     def run():
         return DataParallelTrainer(
